@@ -1,0 +1,92 @@
+"""MLflow tracking: one sqlite store per results folder (MLflow 3 refuses a plain ./mlruns file store).
+
+``MLFLOW_TRACKING_URI`` overrides the store.  Parallel jobs share the sqlite file, so writes retry on a locked
+database instead of failing the job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+_RETRIES = 8
+
+
+def tracking_uri(results_dir: str | Path = "results") -> str:
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return uri
+    path = Path(results_dir).resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path / 'mlflow.db'}"
+
+
+def _retry(fn, *args, **kwargs):
+    delay = 0.2
+    for attempt in range(_RETRIES):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # sqlite "database is locked" surfaces as several exception types
+            if "locked" not in str(exc).lower() or attempt == _RETRIES - 1:
+                raise
+            time.sleep(delay)
+            delay *= 2
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def config_hash(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+@contextlib.contextmanager
+def mlflow_run(experiment: str, run_name: str, *, results_dir="results", tags=None, params=None, run_id=None):
+    """Start (or, with ``run_id``, resume) a run; yields the mlflow module with the run active."""
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri(results_dir))
+    _retry(mlflow.set_experiment, experiment)
+    run = _retry(mlflow.start_run, run_id=run_id, run_name=None if run_id else run_name)
+    try:
+        if not run_id:
+            _retry(mlflow.set_tags, {"git_commit": git_commit(), **(tags or {})})
+            if params:
+                _retry(mlflow.log_params, {k: str(v)[:500] for k, v in params.items()})
+        yield mlflow
+    except BaseException:
+        _retry(mlflow.end_run, status="FAILED")
+        raise
+    else:
+        _retry(mlflow.end_run)
+    finally:
+        del run
+
+
+def log_metrics(metrics: dict, step: int | None = None) -> None:
+    import mlflow
+
+    numeric = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    if numeric:
+        _retry(mlflow.log_metrics, numeric, step=step)
+
+
+class MLflowLossCallback(TrainerCallback):
+    """Logs every Trainer log line (loss, loss_mask, loss_ar, learning rate...) to the active MLflow run."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and state.is_world_process_zero:
+            log_metrics(logs, step=state.global_step)

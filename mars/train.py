@@ -1,0 +1,180 @@
+"""``mars train``: one model from one config entry -> a ``save_pretrained`` folder.
+
+The folder holds safetensors weights, the tokenizer, ``run_config.json`` (the exact spec, paths and config hash) and
+``metrics.json`` (final losses, optimizer steps, wall time).  It appears only when training has finished: work
+happens in ``<output>.work/`` (Trainer checkpoints, so a killed run resumes where it stopped) and the finished
+folder is renamed into place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import torch
+from datasets import Dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+from transformers.trainer_utils import get_last_checkpoint
+from trl import SFTConfig, SFTTrainer
+
+from mars.config import ConfigError, TrainSpec, check_spec, config_hash
+from mars.data import load_train_records, prompt_messages
+from mars.tracking import MLflowLossCallback, log_metrics, mlflow_run
+from mars.trainer import MARSTrainer
+
+
+class AbortAfterStep(TrainerCallback):
+    """Test hook: stop the process as a kill would, right after the checkpoint of ``step`` was written."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step >= self.step:
+            raise KeyboardInterrupt(f"aborted after step {state.global_step}")
+
+
+def load_init(init: str, spec: TrainSpec):
+    """Model and tokenizer of the starting checkpoint, with the checks a bad checkpoint must fail."""
+    path = Path(init).expanduser()
+    if path.exists() and not (path / "config.json").is_file():
+        raise ConfigError(f"init checkpoint has no config.json: {init}")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(init)
+        model = AutoModelForCausalLM.from_pretrained(init, dtype=torch.float32)
+    except (OSError, ValueError) as exc:  # a missing folder reads as an unreachable hub id
+        raise ConfigError(f"cannot load init checkpoint {init}: {str(exc).splitlines()[0]}") from exc
+    if spec.method in ("mars", "block_diffusion") and tokenizer.mask_token_id is None:
+        raise ConfigError(f"tokenizer of {init} has no mask token; method {spec.method} needs one")
+    if tokenizer.pad_token_id is None:
+        raise ConfigError(f"tokenizer of {init} has no pad token")
+    return model, tokenizer
+
+
+def build_dataset(records: list[dict], tokenizer, spec: TrainSpec) -> Dataset:
+    if not records:
+        raise ConfigError("the training data set is empty")
+    too_long = 0
+    for record in records:
+        prompt_ids = tokenizer.apply_chat_template(
+            prompt_messages(record), add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+        if len(prompt_ids) >= spec.max_length:
+            too_long += 1
+    if too_long:
+        raise ConfigError(
+            f"{too_long} of {len(records)} prompts are at least max_length={spec.max_length} tokens long: "
+            "raise max_length or filter the data"
+        )
+    if spec.method == "lm":  # plain LM on the chat-formatted corpus: every token carries loss
+        rows = [{"messages": prompt_messages(r) + [{"role": "assistant", "content": r["response"]}]} for r in records]
+    else:
+        rows = [{"prompt": prompt_messages(r), "completion": [{"role": "assistant", "content": r["response"]}]}
+                for r in records]
+    return Dataset.from_list(rows)
+
+
+def sft_config(spec: TrainSpec, work_dir: Path) -> SFTConfig:
+    return SFTConfig(
+        output_dir=str(work_dir),
+        num_train_epochs=spec.epochs,
+        max_steps=spec.max_steps,
+        per_device_train_batch_size=spec.batch_size,
+        gradient_accumulation_steps=spec.grad_accum,
+        learning_rate=spec.learning_rate,
+        lr_scheduler_type=spec.lr_scheduler,
+        warmup_steps=spec.warmup_ratio,  # a float < 1 is a ratio of the total steps
+        weight_decay=spec.weight_decay,
+        max_length=spec.max_length,
+        bf16=spec.bf16,
+        gradient_checkpointing=False,
+        packing=False,
+        padding_free=False,
+        completion_only_loss=spec.method != "lm",
+        seed=spec.seed,
+        data_seed=spec.seed,
+        save_strategy="steps",
+        save_steps=spec.save_steps,
+        save_total_limit=1,
+        logging_steps=spec.logging_steps,
+        report_to="none",
+        disable_tqdm=False,
+        dataloader_num_workers=0,
+        use_cpu=not torch.cuda.is_available(),
+        dataset_num_proc=None,
+    )
+
+
+def make_trainer(spec: TrainSpec, model, tokenizer, dataset: Dataset, work_dir: Path, callbacks=()):
+    args = sft_config(spec, work_dir)
+    common = dict(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                  callbacks=list(callbacks))
+    if spec.method in ("lm", "ar"):
+        return SFTTrainer(**common)
+    return MARSTrainer(**common, mask_token_id=tokenizer.mask_token_id, block_size=spec.block_size,
+                       variant=spec.variant, w_ar=spec.w_ar, masking_seed=spec.seed)
+
+
+def train(spec: TrainSpec, *, init: str, data_dir: str, output: str, experiment: str = "default",
+          run_name: str | None = None, results_dir: str = "results", tags: dict | None = None,
+          abort_after_step: int | None = None) -> dict:
+    """Train one model; returns the final metrics. Raises ConfigError on bad input before writing anything."""
+    check_spec(spec)
+    output_path = Path(output)
+    if (output_path / "metrics.json").is_file():
+        raise ConfigError(f"output folder already holds a finished model: {output}")
+    if output_path.exists():
+        raise ConfigError(f"output path exists and is not a finished model (remove it first): {output}")
+    model, tokenizer = load_init(init, spec)
+    records = load_train_records(data_dir)
+    dataset = build_dataset(records, tokenizer, spec)
+    if spec.threads:
+        torch.set_num_threads(spec.threads)
+
+    work_dir = output_path.with_name(output_path.name + ".work")
+    work_dir.mkdir(parents=True, exist_ok=True)
+    last = get_last_checkpoint(str(work_dir)) if work_dir.exists() else None
+    run_file = work_dir / "mlflow_run_id"
+    run_id = run_file.read_text().strip() if last and run_file.is_file() else None
+    callbacks = [MLflowLossCallback()]
+    if abort_after_step is not None:
+        callbacks.append(AbortAfterStep(abort_after_step))
+    started = time.time()
+    with mlflow_run(experiment, run_name or output_path.name, results_dir=results_dir, run_id=run_id,
+                    tags={"kind": "train", "method": spec.method, **(tags or {})},
+                    params={**spec.to_dict(), "init": init}) as mlflow:
+        run_file.write_text(mlflow.active_run().info.run_id)
+        trainer = make_trainer(spec, model, tokenizer, dataset, work_dir, callbacks)
+        result = trainer.train(resume_from_checkpoint=last)
+        history = [h for h in trainer.state.log_history if "loss" in h]
+        metrics = {
+            "train_loss": result.training_loss,
+            "final_loss": history[-1]["loss"] if history else None,
+            "final_loss_mask": history[-1].get("loss_mask") if history else None,
+            "final_loss_ar": history[-1].get("loss_ar") if history else None,
+            "first_loss": history[0]["loss"] if history else None,
+            "optimizer_steps": trainer.state.global_step,
+            "epochs": trainer.state.epoch,
+            "train_runtime_s": result.metrics.get("train_runtime"),
+            "wall_time_s": time.time() - started,  # this process only; a resumed run's earlier part is not included
+            "resumed_from": last,
+            "num_examples": len(dataset),
+        }
+        log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
+
+        tmp = output_path.with_name(output_path.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        trainer.model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        run_config = {"spec": spec.to_dict(), "init": init, "data_dir": str(data_dir), "experiment": experiment,
+                      "spec_hash": config_hash(spec.to_dict()), "mlflow_run_id": mlflow.active_run().info.run_id,
+                      "log_history": trainer.state.log_history}
+        (tmp / "run_config.json").write_text(json.dumps(run_config, indent=2, default=str))
+        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
+        mlflow.log_artifact(str(tmp / "run_config.json"))
+        os.replace(tmp, output_path)
+    shutil.rmtree(work_dir, ignore_errors=True)
+    return metrics

@@ -1,0 +1,87 @@
+"""``mars world``: build the tiny offline world into one folder.
+
+    <out>/data/train.jsonl, <out>/data/test.jsonl   the six synthetic task families (mars.world.tasks)
+    <out>/init/                                     tokenizer + randomly initialised Qwen2ForCausalLM
+                                                    (a save_pretrained folder; the "base" model is pre-trained
+                                                    from it as a plain LM)
+
+The folder is written under ``<out>.tmp`` and renamed when complete.  Everything is a pure function of the
+``world`` section of the config, so the same seed rebuilds the same world.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from mars.config import ConfigError
+from mars.data import write_jsonl
+from mars.world.tasks import make_splits
+from mars.world.tokenizer import train_tokenizer
+
+MODEL_DEFAULTS = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=512)
+
+
+def render(tokenizer, record: dict) -> str:
+    messages = [{"role": "user", "content": record["prompt"]}, {"role": "assistant", "content": record["response"]}]
+    return tokenizer.apply_chat_template(messages, tokenize=False)
+
+
+def tiny_model(tokenizer, model_fields: dict, seed: int) -> Qwen2ForCausalLM:
+    fields = {**MODEL_DEFAULTS, **model_fields}
+    if fields["hidden_size"] % fields["num_attention_heads"]:
+        raise ConfigError("config key 'world.model.hidden_size': must be divisible by num_attention_heads")
+    if fields["num_attention_heads"] % fields["num_key_value_heads"]:
+        raise ConfigError("config key 'world.model.num_key_value_heads': must divide num_attention_heads")
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        tie_word_embeddings=True,
+        rope_theta=10000.0,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **fields,
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def build_world(world: dict, out: str | Path) -> dict:
+    if world.get("kind", "tiny") != "tiny":
+        raise ConfigError("mars world builds the tiny world only; an hf world starts from its hub checkpoint")
+    out = Path(out)
+    if out.exists():
+        raise ConfigError(f"world folder exists already (remove it first): {out}")
+    seed = world.get("seed", 0)
+    train, test = make_splits(world.get("train_per_family", 400), world.get("test_per_family", 100), seed=seed)
+    for record in train + test:  # one Arrow-friendly schema for every family (lm-eval reads these with datasets)
+        record["target"] = json.dumps(record["target"], sort_keys=True)
+
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    write_jsonl(tmp / "data" / "train.jsonl", train)
+    write_jsonl(tmp / "data" / "test.jsonl", test)
+    # The tokenizer is trained on the training split only (the test split stays unseen).
+    corpus = [r["prompt"] + "\n" + r["response"] for r in train]
+    tokenizer = train_tokenizer(corpus, world.get("vocab_size", 640))
+    model = tiny_model(tokenizer, world.get("model", {}), seed)
+    model.save_pretrained(tmp / "init", safe_serialization=True)
+    tokenizer.save_pretrained(tmp / "init")
+    lengths = [len(tokenizer(render(tokenizer, r))["input_ids"]) for r in train]
+    summary = {
+        "train_examples": len(train), "test_examples": len(test), "vocab_size": len(tokenizer),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "mean_train_tokens": sum(lengths) / len(lengths), "max_train_tokens": max(lengths),
+    }
+    (tmp / "world.json").write_text(json.dumps({"world": world, "summary": summary}, indent=2))
+    os.replace(tmp, out)
+    return summary
