@@ -37,6 +37,7 @@ class TrainSpec:
     grad_accum: int = 1
     max_length: int = 512
     bf16: bool = False
+    activation_checkpointing: bool = False
     seed: int = 0
     max_steps: int = -1  # > 0 overrides epochs (smoke tests)
     save_steps: int = 100

@@ -20,9 +20,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
-from mars.config import ConfigError, TrainSpec, check_spec, config_hash
+from mars.config import ConfigError, TrainSpec, check_spec
 from mars.data import load_train_records, prompt_messages
-from mars.tracking import MLflowLossCallback, log_metrics, mlflow_run
+from mars.tracking import MLflowLossCallback, config_hash, log_metrics, mlflow_run
 from mars.trainer import MARSTrainer
 
 
@@ -90,7 +90,7 @@ def sft_config(spec: TrainSpec, work_dir: Path) -> SFTConfig:
         weight_decay=spec.weight_decay,
         max_length=spec.max_length,
         bf16=spec.bf16,
-        gradient_checkpointing=False,
+        activation_checkpointing=spec.activation_checkpointing,  # TRL's default is on; set explicitly
         packing=False,
         padding_free=False,
         completion_only_loss=spec.method != "lm",

@@ -21,7 +21,6 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from mars.config import ConfigError
 from mars.data import write_jsonl
-from mars.world.tasks import make_splits
 from mars.world.tokenizer import train_tokenizer
 
 MODEL_DEFAULTS = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_attention_heads=4,
@@ -61,6 +60,8 @@ def build_world(world: dict, out: str | Path) -> dict:
     out = Path(out)
     if out.exists():
         raise ConfigError(f"world folder exists already (remove it first): {out}")
+    from mars.world.tasks import make_splits
+
     seed = world.get("seed", 0)
     train, test = make_splits(world.get("train_per_family", 400), world.get("test_per_family", 100), seed=seed)
     for record in train + test:  # one Arrow-friendly schema for every family (lm-eval reads these with datasets)
