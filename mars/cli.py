@@ -36,6 +36,7 @@ def _train(args) -> None:
     spec = train_spec(config, args.model)
     metrics = train(spec, init=args.init, data_dir=args.data, output=args.output, experiment=config["name"],
                     run_name=args.model, results_dir=config.get("results_dir", "results"),
+                    mask_token=config["world"].get("mask_token"),
                     tags={"model": args.model, **_tags(args.tag)})
     print(json.dumps(metrics, indent=2, default=str))
 

@@ -37,20 +37,31 @@ class AbortAfterStep(TrainerCallback):
             raise KeyboardInterrupt(f"aborted after step {state.global_step}")
 
 
-def load_init(init: str, spec: TrainSpec):
-    """Model and tokenizer of the starting checkpoint, with the checks a bad checkpoint must fail."""
+def load_init(init: str, spec: TrainSpec, mask_token: str | None = None):
+    """Model and tokenizer of the starting checkpoint, with the checks a bad checkpoint must fail.
+
+    ``mask_token`` names an EXISTING token to use as [MASK] when the tokenizer has none (Qwen2.5: a reserved
+    token), so the model gains no parameters.
+    """
     path = Path(init).expanduser()
     if path.exists() and not (path / "config.json").is_file():
         raise ConfigError(f"init checkpoint has no config.json: {init}")
     try:
         tokenizer = AutoTokenizer.from_pretrained(init)
-        model = AutoModelForCausalLM.from_pretrained(init, dtype=torch.float32)
     except (OSError, ValueError) as exc:  # a missing folder reads as an unreachable hub id
         raise ConfigError(f"cannot load init checkpoint {init}: {str(exc).splitlines()[0]}") from exc
+    if mask_token and tokenizer.mask_token_id is None:
+        if mask_token not in tokenizer.get_vocab():
+            raise ConfigError(f"mask token {mask_token!r} is not in the vocabulary of {init}")
+        tokenizer.mask_token = mask_token
     if spec.method in ("mars", "block_diffusion") and tokenizer.mask_token_id is None:
         raise ConfigError(f"tokenizer of {init} has no mask token; method {spec.method} needs one")
     if tokenizer.pad_token_id is None:
         raise ConfigError(f"tokenizer of {init} has no pad token")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(init, dtype=torch.float32)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot load init checkpoint {init}: {str(exc).splitlines()[0]}") from exc
     return model, tokenizer
 
 
@@ -120,7 +131,7 @@ def make_trainer(spec: TrainSpec, model, tokenizer, dataset: Dataset, work_dir: 
 
 def train(spec: TrainSpec, *, init: str, data_dir: str, output: str, experiment: str = "default",
           run_name: str | None = None, results_dir: str = "results", tags: dict | None = None,
-          abort_after_step: int | None = None) -> dict:
+          mask_token: str | None = None, abort_after_step: int | None = None) -> dict:
     """Train one model; returns the final metrics. Raises ConfigError on bad input before writing anything."""
     check_spec(spec)
     output_path = Path(output)
@@ -128,7 +139,7 @@ def train(spec: TrainSpec, *, init: str, data_dir: str, output: str, experiment:
         raise ConfigError(f"output folder already holds a finished model: {output}")
     if output_path.exists():
         raise ConfigError(f"output path exists and is not a finished model (remove it first): {output}")
-    model, tokenizer = load_init(init, spec)
+    model, tokenizer = load_init(init, spec, mask_token)
     records = load_train_records(data_dir)
     dataset = build_dataset(records, tokenizer, spec)
     if spec.threads:
