@@ -19,7 +19,7 @@ class MARSTrainer(SFTTrainer):
     loss_is_scaled_for_ga = True
 
     def __init__(self, *args, mask_token_id: int, block_size: int, variant: str = "mars", w_ar: float = 1.0,
-                 masking_seed: int = 0, **kwargs):
+                 masking_seed: int = 0, trim_noisy_prefix: bool = True, **kwargs):
         if variant == "block_diffusion" and w_ar:
             raise ValueError("block diffusion has unshifted logits and no AR loss: set w_ar to 0")
         self.mask_token_id = mask_token_id
@@ -27,6 +27,7 @@ class MARSTrainer(SFTTrainer):
         self.variant = variant
         self.w_ar = w_ar
         self.masking_seed = masking_seed
+        self.trim_noisy_prefix = trim_noisy_prefix  # False: the dense 2L x 2L layout (benchmark reference)
         self._micro_step = (-1, 0)  # (global step, micro-batch index): seeds block-diffusion masking reproducibly
         super().__init__(*args, **kwargs)
 
@@ -50,6 +51,7 @@ class MARSTrainer(SFTTrainer):
             mask_token_id=self.mask_token_id,
             block_size=self.block_size,
             variant=self.variant,
+            trim=self.trim_noisy_prefix,
             generator=self._masking_generator(inputs["input_ids"].device),
         )
         if num_items_in_batch is None:

@@ -33,6 +33,16 @@ def test_short_run_lowers_the_losses(small_init, tmp_path, method, attention, w_
     if w_ar:
         assert last["loss_ar"] < first["loss_ar"] - 0.3
     assert metrics["optimizer_steps"] == 32
+    # MLflow holds the params, both losses per step, the final metrics and the run config
+    import mlflow
+
+    run_id = json.loads((out / "run_config.json").read_text())["mlflow_run_id"]
+    client = mlflow.MlflowClient()
+    run = client.get_run(run_id)
+    assert run.data.params["block_size"] == "4" and run.data.params["method"] == method
+    assert len(client.get_metric_history(run_id, "loss_mask")) == 32  # logging_steps=1: one value per step
+    assert "optimizer_steps" in run.data.metrics
+    assert "run_config.json" in [a.path for a in client.list_artifacts(run_id)]
     # a plain Hugging Face folder: loads without custom code
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
