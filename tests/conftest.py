@@ -48,3 +48,32 @@ def _mlflow_store(tmp_path_factory):
         os.environ.pop("MLFLOW_TRACKING_URI", None)
     else:
         os.environ["MLFLOW_TRACKING_URI"] = previous
+
+
+TRAINED_WORLD = {"kind": "tiny", "seed": 0, "train_per_family": 60, "test_per_family": 8, "vocab_size": 500,
+                 "model": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                           "num_attention_heads": 4, "num_key_value_heads": 2}}
+
+
+@pytest.fixture(scope="session")
+def trained_tiny(tmp_path_factory) -> dict:
+    """A small tiny world and two briefly trained checkpoints of it (~30 s on 2 cores, once per session).
+
+    Returns {"world": folder (data/, init/), "ar": AR-SFT checkpoint, "mars": MARS B=4 checkpoint from it}.
+    The models are weak but not random: they produce the chat format, EOS, and confident spans.
+    """
+    from mars.config import TrainSpec
+    from mars.train import train
+    from mars.world.build import build_world
+
+    root = tmp_path_factory.mktemp("trained_tiny")
+    world = root / "world"
+    build_world(TRAINED_WORLD, world)
+    common = dict(learning_rate=3e-3, batch_size=16, max_length=192, warmup_ratio=0.0, save_steps=1000,
+                  logging_steps=20, seed=0)
+    data = str(world / "data")
+    train(TrainSpec(method="ar", init="world", epochs=6, **common), init=str(world / "init"), data_dir=data,
+          output=str(root / "ar"), experiment="fixtures")
+    train(TrainSpec(method="mars", init="ar", block_size=4, epochs=3, **common), init=str(root / "ar"),
+          data_dir=data, output=str(root / "mars"), experiment="fixtures")
+    return {"world": world, "ar": root / "ar", "mars": root / "mars"}

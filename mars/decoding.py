@@ -1,0 +1,622 @@
+"""Decoding engine: greedy AR, MARS sliding-window multi-token decoding, Jacobi decoding, block diffusion.
+
+One file, in the spirit of gpt-fast's ``generate.py``: small functions over an explicit KV cache.
+
+    prefill(...)        first window step of every row: the prompt is the row's "uncached real tokens"
+    window_step(...)    one batched forward of every active row's window, acceptance, cache commit
+    decode_loop(...)    prefill, then window steps until every row is finished
+    generate(...)       public entry point (argument checks, method dispatch, results)
+
+The window (MARS, spec section 4)
+---------------------------------
+Logits are right-shifted: the hidden state at position t predicts token t+1. With a row's prefix of length n, the
+prediction for position n comes from the last real token (an ordinary AR prediction) and the prediction for
+position n+i from the mask token at position n+i-1. A window of B predictions therefore needs only B-1 mask tokens
+(positions n .. n+B-2). The spec's "append B masks" would add a B-th mask at n+B-1 whose output predicts position
+n+B, one past the window; under causal attention it influences nothing before it, so it is pure waste and is not
+appended. With tau >= 1.0 ("one-token mode") no mask is appended at all: the step is an ordinary AR step, with the
+same cost and the same tokens as greedy AR decoding.
+
+Every step, every active row i feeds its *uncached real tokens* r_i, followed by the masks, against the cached
+keys/values of its committed tokens. Batch layout of the window (W = R + M columns):
+
+    [ r_i (|r_i| tokens) | pad up to R = max_i |r_i| | M mask (or Jacobi guess) tokens ]
+
+with explicit per-row position ids (real positions of the row's tokens, masks at n_i, n_i+1, ...) and an explicit
+additive float 4D attention mask [batch, 1, W, K + W] (0 allowed, finfo.min forbidden; transformers' eager
+attention ADDS a mask, so a boolean one would be silently wrong). A query attends the valid cache slots of its own
+row; inside the window real tokens are causal over real tokens, masks attend all real tokens of the row and earlier
+masks; a pad query attends only itself (so no row of the mask is fully forbidden and no NaN can appear) and nothing
+attends a pad. A per-row boolean ``valid`` tensor over the cache length records which cache slots hold real tokens:
+pad slots written into the cache are invalid forever.
+
+Cache modes (all behind the one ``window_forward``):
+  none    nothing is cached, every step re-runs prompt + generated tokens + masks: O(T^2).
+  cursor  exact per-sequence cursor cache: after the forward the window's real tokens (and its pad slots, marked
+          invalid) are committed and the mask slots are cropped off (``crop(-M)``); the tokens accepted in this
+          step become the next step's uncached real tokens, so their keys/values are computed from their true
+          inputs one step later. Nothing is ever recomputed; each row advances on its own.
+  block   the paper's block-level cache with cache block size C: the prompt is committed by the prefill (its
+          keys/values are exact: it is computed causally from real tokens only; its pad slots are marked invalid).
+          After that the uncached real tokens of a row accumulate and every step re-runs all of them + masks
+          against the cache. When EVERY active row fed at least C real tokens in this step's window, the first C
+          window slots of every row (all real, by that condition) are committed (``crop(-(W - C))``); otherwise the
+          whole window is cropped off. Only tokens that were *inputs* of the forward can be committed, which also
+          guarantees that every row keeps >= 1 uncached real token (the first prediction needs its hidden state).
+
+Finished rows (EOS, stop sequence, budget) are removed from the batch tensors and from the cache
+(``batch_select_indices``); cache columns that have become invalid for all remaining rows are squeezed out
+(``_compact``) when they make up most of the cache, so late steps get cheaper.
+
+Acceptance (``mars``): greedy token at each of the M+1 window positions; the first is always accepted; then accept
+from the left while the confidence >= tau, stopping at the first rejection, at EOS (kept), at a stop sequence (kept)
+or at the token budget. Confidence metrics, all on a (0, 1] scale comparable to tau:
+  probability  top-1 softmax probability
+  entropy      exp(-H(p)), H the Shannon entropy in nats: accepting exp(-H) >= tau is accepting H <= -ln(tau);
+               exp(-H) is 1 for a one-hot distribution and 1/V for the uniform one
+  margin       p_top1 - p_top2
+
+Exactness. ``cursor`` and ``block`` compute exactly the same function as ``none`` in exact arithmetic (attention is
+causal and masked slots contribute exp(finfo.min - max) == 0 exactly). In float32 the per-row results differ by
+rounding noise (different kv lengths / batch shapes change the BLAS/SDPA reduction order, typically ~1e-6 in the
+logits), so a greedy argmax whose top-2 logits are within that noise, or a confidence within that noise of tau, can
+flip. Ties in argmax go to the lowest token id (torch.argmax), as in transformers' greedy search.
+
+Counting: a row's ``forwards`` counts the batched forwards it took part in until it finished (prefill = 1);
+``chunks[k]`` is the number of tokens the k-th of them produced. ``stats["model_calls"]`` (pass ``stats={}``)
+counts the batched forward calls of the whole call.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+import torch
+
+METHODS = ("ar", "mars", "jacobi", "block_diffusion")
+CACHES = ("none", "cursor", "block")
+METRICS = ("probability", "entropy", "margin")
+
+
+@dataclass
+class Generation:
+    token_ids: list[int]  # generated tokens only (EOS included if produced)
+    forwards: int  # forwards this sequence took part in (prefill counts as 1)
+    chunks: list[int]  # tokens produced by each of those forwards; sum(chunks) == len(token_ids)
+
+    @property
+    def tokens_per_forward(self) -> float:
+        return len(self.token_ids) / self.forwards if self.forwards else 0.0
+
+
+# --------------------------------------------------------------------------------------------------------------
+# small helpers
+
+
+def confidence(logits: torch.Tensor, metric: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy tokens and their confidence in (0, 1] for logits [..., V] (computed in float32)."""
+    logits = logits.float()
+    tokens = logits.argmax(-1)
+    logp = torch.log_softmax(logits, dim=-1)
+    if metric == "probability":
+        conf = logp.max(-1).values.exp()
+    elif metric == "entropy":
+        conf = torch.exp((logp.exp() * logp).sum(-1))  # exp(-H)
+    elif metric == "margin":
+        top2 = logp.topk(2, dim=-1).values.exp()
+        conf = top2[..., 0] - top2[..., 1]
+    else:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
+    return tokens, conf
+
+
+def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Boolean [b, q, k] (True = may attend) -> additive float mask [b, 1, q, k] (0 / finfo.min)."""
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return mask[:, None]
+
+
+def _model_dtype(model) -> torch.dtype:
+    dtype = getattr(model, "dtype", None)
+    return dtype if isinstance(dtype, torch.dtype) and dtype.is_floating_point else torch.float32
+
+
+def _model_device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _supports_logits_to_keep(model) -> bool:
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _new_cache(model):
+    from transformers import DynamicCache
+
+    return DynamicCache(config=model.config)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# per-row state and the explicit KV cache
+
+
+@dataclass
+class _Row:
+    index: int  # position in the caller's prompt list
+    tokens: list[int]  # prompt + generated tokens so far
+    n_prompt: int
+    budget: int  # max_new_tokens
+    uncached: list[int]  # real tokens whose keys/values are not in the cache (fed at the start of the next window)
+    guesses: list[int] = field(default_factory=list)  # Jacobi guesses for positions n, n+1, ...
+    forwards: int = 0
+    chunks: list[int] = field(default_factory=list)
+    done: bool = False
+
+    @property
+    def generated(self) -> list[int]:
+        return self.tokens[self.n_prompt :]
+
+    @property
+    def remaining(self) -> int:
+        return self.budget - (len(self.tokens) - self.n_prompt)
+
+
+class KVCache:
+    """A transformers DynamicCache plus a per-row boolean ``valid`` [b, K] telling which slots hold real tokens."""
+
+    def __init__(self, model, batch: int, device: torch.device):
+        self.cache = _new_cache(model)
+        self.valid = torch.zeros(batch, 0, dtype=torch.bool, device=device)
+
+    @property
+    def length(self) -> int:
+        return self.valid.shape[1]
+
+    def commit(self, window_valid: torch.Tensor, keep: int) -> None:
+        """After a forward of a window of W slots: keep the first ``keep`` window slots, crop the rest."""
+        width = window_valid.shape[1]
+        if width - keep > 0:
+            self.cache.crop(-(width - keep))
+        self.valid = torch.cat([self.valid, window_valid[:, :keep]], dim=1)
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only the given batch rows (finished rows drop out)."""
+        if self.length > 0:
+            self.cache.batch_select_indices(rows)
+        self.valid = self.valid[rows]
+
+    def maybe_compact(self, min_length: int = 64, max_waste: float = 0.5) -> None:
+        """Squeeze out invalid slots once they exceed ``max_waste`` of a cache of >= ``min_length`` slots.
+
+        Each row keeps its valid slots in order, left-aligned (their keys already carry their RoPE positions, and
+        attention does not depend on slot order); rows with fewer valid slots are padded with invalid ones."""
+        if self.length < min_length or self.length == 0:
+            return
+        counts = self.valid.sum(1)
+        new_len = int(counts.max())
+        if self.length - new_len <= max_waste * self.length or not hasattr(self.cache, "layers"):
+            return
+        # stable order of valid slots first, per row
+        order = torch.argsort((~self.valid).to(torch.int8), dim=1, stable=True)[:, :new_len]
+        for layer in self.cache.layers:
+            keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
+            if keys is None or values is None or keys.dim() != 4 or keys.shape[2] != self.length:
+                return  # unknown layer layout: leave the cache as it is (nothing changed yet for layer 0 either)
+        for layer in self.cache.layers:
+            idx = order[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[3])
+            layer.keys = torch.gather(layer.keys, 2, idx)
+            layer.values = torch.gather(layer.values, 2, idx)
+        self.valid = torch.arange(new_len, device=self.valid.device)[None, :] < counts[:, None]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the window forward (shared by every cache mode, by AR, MARS and Jacobi)
+
+
+def window_forward(model, kv: KVCache | None, rows: list[_Row], tail: torch.Tensor, pad_id: int,
+                   keep_logits: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """One batched forward of [r_i | pad | tail_i] for every row against the cached prefix.
+
+    ``tail`` [b, M] holds the M window tokens after the real ones (masks, or Jacobi guesses). Returns
+    (logits [b, 1 + M, V] for predictions of positions n_i .. n_i + M, window_valid [b, W] real-token slots).
+    With ``kv`` None nothing is cached (the rows' ``uncached`` must then hold their whole sequence)."""
+    device = tail.device
+    b, m = tail.shape
+    lens = torch.tensor([len(r.uncached) for r in rows], device=device)
+    R = int(lens.max())
+    W = R + m
+    col = torch.arange(W, device=device)
+
+    ids = torch.full((b, W), pad_id, dtype=torch.long, device=device)
+    pos = torch.zeros((b, W), dtype=torch.long, device=device)
+    for i, r in enumerate(rows):
+        L, n = len(r.uncached), len(r.tokens)
+        ids[i, :L] = torch.tensor(r.uncached, device=device)
+        pos[i, :L] = torch.arange(n - L, n, device=device)
+        pos[i, R:] = torch.arange(n, n + m, device=device)
+    ids[:, R:] = tail
+
+    is_real = col[None, :] < lens[:, None]  # [b, W]
+    is_pad = (~is_real) & (col[None, :] < R)
+    causal = col[None, :] <= col[:, None]  # [q, k]
+    win = causal[None] & ~is_pad[:, None, :] & ~is_pad[:, :, None]
+    win |= torch.eye(W, dtype=torch.bool, device=device)[None] & is_pad[:, :, None]
+    if kv is not None and kv.length > 0:
+        allowed = torch.cat([kv.valid[:, None, :] & ~is_pad[:, :, None], win], dim=2)
+    else:
+        allowed = win
+    mask = additive_mask(allowed, _model_dtype(model))
+
+    # logits only where they are needed: the last real token of each row and the tail columns
+    first = lens - 1
+    keep = torch.unique(torch.cat([first, torch.arange(R, W, device=device)]))
+    kwargs = {}
+    if keep_logits:
+        kwargs["logits_to_keep"] = keep
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos,
+                past_key_values=kv.cache if kv is not None else None, use_cache=kv is not None, **kwargs)
+    logits = out.logits
+    if not keep_logits:
+        logits = logits[:, keep]
+    where = torch.full((W,), -1, dtype=torch.long, device=device)
+    where[keep] = torch.arange(len(keep), device=device)
+    cols = torch.cat([where[first][:, None], where[R:W][None, :].expand(b, -1)], dim=1)  # [b, 1 + M]
+    logits = torch.gather(logits, 1, cols[:, :, None].expand(-1, -1, logits.shape[-1]))
+    return logits, is_real
+
+
+# --------------------------------------------------------------------------------------------------------------
+# acceptance
+
+
+def _ends_with(seq: list[int], suffix: list[int]) -> bool:
+    return len(seq) >= len(suffix) and seq[len(seq) - len(suffix) :] == suffix
+
+
+def _append(row: _Row, proposed: list[int], eos: set[int], stops: list[list[int]]) -> int:
+    """Append ``proposed`` tokens left to right, stopping at EOS / stop sequence / budget. Returns #appended."""
+    n = 0
+    for t in proposed:
+        if row.remaining <= 0:
+            break
+        row.tokens.append(int(t))
+        n += 1
+        gen = row.generated
+        if t in eos or any(_ends_with(gen, s) for s in stops):
+            row.done = True
+            break
+    if row.remaining <= 0:
+        row.done = True
+    return n
+
+
+def accept_mars(tokens: list[int], conf: list[float], tau: float) -> list[int]:
+    """The first token always; then from the left while conf >= tau; stop at the first rejection."""
+    out = [tokens[0]]
+    for t, c in zip(tokens[1:], conf[1:]):
+        if c < tau:
+            break
+        out.append(t)
+    return out
+
+
+def accept_jacobi(outputs: list[int], guesses: list[int]) -> tuple[list[int], list[int]]:
+    """o_0 is exact; o_j is exact iff g_0..g_{j-1} == o_0..o_{j-1}. Returns (accepted, leftover outputs)."""
+    m = 0
+    while m < len(guesses) and m + 1 < len(outputs) and guesses[m] == outputs[m]:
+        m += 1
+    return outputs[: m + 1], outputs[m + 1 :]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# prefill / window step / decode loop (AR, MARS, Jacobi)
+
+
+@dataclass
+class _Decoder:
+    model: object
+    method: str
+    block_size: int
+    tau: float
+    cache: str
+    cache_block_size: int
+    metric: str
+    eos: set[int]
+    stops: list[list[int]]
+    pad_id: int
+    mask_id: int | None
+    device: torch.device
+    keep_logits: bool
+    stats: dict
+    bar: object = None
+
+    def n_tail(self, rows: list[_Row]) -> int:
+        """Number of mask / guess tokens in this step's window."""
+        if self.method == "ar" or (self.method == "mars" and self.tau >= 1.0):
+            return 0
+        return min(self.block_size, max(r.remaining for r in rows)) - 1
+
+    def tail(self, rows: list[_Row], m: int) -> torch.Tensor:
+        if self.method == "jacobi":
+            return torch.tensor([r.guesses[:m] for r in rows], dtype=torch.long, device=self.device).view(len(rows), m)
+        return torch.full((len(rows), m), self.mask_id if m else 0, dtype=torch.long, device=self.device)
+
+    def forward(self, kv: KVCache | None, rows: list[_Row]):
+        """Returns (tail tokens [b, M], greedy tokens [b, 1+M], confidences [b, 1+M], window_valid [b, W])."""
+        m = self.n_tail(rows)
+        tail = self.tail(rows, m)
+        if self.cache == "none":
+            for r in rows:
+                r.uncached = list(r.tokens)
+        logits, window_valid = window_forward(self.model, kv, rows, tail, self.pad_id, self.keep_logits)
+        self.stats["model_calls"] = self.stats.get("model_calls", 0) + 1
+        tokens, conf = confidence(logits, self.metric)
+        return tail, tokens, conf, window_valid
+
+    def accept(self, rows: list[_Row], tail: torch.Tensor, tokens: torch.Tensor, conf: torch.Tensor) -> None:
+        tokens, conf, tail = tokens.tolist(), conf.tolist(), tail.tolist()
+        for i, r in enumerate(rows):
+            if self.method == "jacobi":
+                proposed, leftover = accept_jacobi(tokens[i], tail[i])
+            else:
+                proposed = accept_mars(tokens[i], conf[i], self.tau)
+            n = _append(r, proposed, self.eos, self.stops)
+            r.forwards += 1
+            r.chunks.append(n)
+            new = r.tokens[len(r.tokens) - n :]
+            r.uncached = r.uncached + new  # what was fed is removed from the front by commit() if committed
+            if self.method == "jacobi":
+                g = leftover + [new[-1]] * (self.block_size - 1)
+                r.guesses = g[: self.block_size - 1]
+            if self.bar is not None:
+                self.bar.update(n)
+
+    def commit(self, kv: KVCache | None, rows: list[_Row], fed: list[int], window_valid: torch.Tensor,
+               prefill: bool) -> None:
+        """Cache policy after a forward; ``fed`` = number of real tokens each row fed in the window."""
+        if kv is None:
+            return
+        R = max(fed)  # width of the real + pad part of the window
+        if self.cache == "cursor" or prefill:
+            kv.commit(window_valid, keep=R)
+            for r, L in zip(rows, fed):
+                r.uncached = r.uncached[L:]
+        elif self.cache == "block":
+            C = self.cache_block_size
+            if min(fed) >= C:
+                kv.commit(window_valid, keep=C)
+                for r in rows:
+                    r.uncached = r.uncached[C:]
+            else:
+                kv.commit(window_valid, keep=0)
+
+    def step(self, kv: KVCache | None, rows: list[_Row], prefill: bool) -> list[_Row]:
+        fed = [len(r.tokens) if self.cache == "none" else len(r.uncached) for r in rows]
+        tail, tokens, conf, window_valid = self.forward(kv, rows)
+        self.accept(rows, tail, tokens, conf)
+        self.commit(kv, rows, fed, window_valid, prefill)
+        alive = [i for i, r in enumerate(rows) if not r.done]
+        if len(alive) < len(rows) and kv is not None and alive:
+            kv.select(torch.tensor(alive, dtype=torch.long, device=self.device))
+        if kv is not None and alive:
+            kv.maybe_compact()
+        return [rows[i] for i in alive]
+
+
+def prefill(dec: _Decoder, kv: KVCache | None, rows: list[_Row]) -> list[_Row]:
+    """First forward of every row: its uncached real tokens are the prompt; the prompt is committed to the cache."""
+    return dec.step(kv, rows, prefill=True)
+
+
+def window_step(dec: _Decoder, kv: KVCache | None, rows: list[_Row]) -> list[_Row]:
+    """One batched window forward of all active rows; returns the rows still active."""
+    return dec.step(kv, rows, prefill=False)
+
+
+def decode_loop(dec: _Decoder, rows: list[_Row]) -> None:
+    kv = None if dec.cache == "none" else KVCache(dec.model, len(rows), dec.device)
+    active = prefill(dec, kv, [r for r in rows if not r.done])
+    while active:
+        active = window_step(dec, kv, active)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# block diffusion (BD3-LM style: unshifted logits, block-causal attention)
+
+
+@dataclass
+class _BDRow:
+    index: int
+    tokens: list[int]  # prompt + tokens of completed blocks (final)
+    n_prompt: int
+    budget: int
+    block: list[int | None]  # positions len(tokens) .. end of the current block; None = still masked
+    step_of: list[int]  # for each block position: the row-local forward index that unmasked it
+    out: list[int] = field(default_factory=list)  # final generated tokens
+    out_steps: list[int] = field(default_factory=list)
+    forwards: int = 0
+    done: bool = False
+
+
+def _bd_new_block(row: _BDRow, B: int) -> None:
+    n = len(row.tokens)
+    end = (n // B + 1) * B
+    row.block = [None] * (end - n)
+    row.step_of = [-1] * (end - n)
+
+
+def bd_forward(model, rows: list[_BDRow], B: int, mask_id: int, pad_id: int, device, keep_logits: bool):
+    """Forward of [tokens | current block (masks where unknown)] for every row, block-causal attention, no cache.
+
+    Position p may attend k iff k // B <= p // B (blocks aligned at absolute positions 0, B, 2B, ...).
+    Returns the (unshifted) logits [b, T, V] and the column offsets of each row's current block."""
+    seqs = [r.tokens + [mask_id if t is None else t for t in r.block] for r in rows]
+    lens = torch.tensor([len(s) for s in seqs], device=device)
+    T = int(lens.max())
+    ids = torch.full((len(rows), T), pad_id, dtype=torch.long, device=device)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s, device=device)
+    col = torch.arange(T, device=device)
+    pos = col[None, :].expand(len(rows), -1).contiguous()
+    is_pad = col[None, :] >= lens[:, None]
+    blk = col // B
+    allowed = (blk[None, :] <= blk[:, None])[None] & ~is_pad[:, None, :] & ~is_pad[:, :, None]
+    allowed |= torch.eye(T, dtype=torch.bool, device=device)[None] & is_pad[:, :, None]
+    mask = additive_mask(allowed, _model_dtype(model))
+    start = min(len(r.tokens) for r in rows)
+    kwargs = {"logits_to_keep": torch.arange(start, T, device=device)} if keep_logits else {}
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, **kwargs).logits
+    if not keep_logits:
+        logits = logits[:, start:]
+    return logits, start
+
+
+def bd_decode_loop(model, rows: list[_BDRow], *, B: int, tau: float, metric: str, eos: set[int],
+                   stops: list[list[int]], mask_id: int, pad_id: int, device, keep_logits: bool, stats: dict,
+                   bar=None) -> None:
+    """Decode block by block. In a block, each forward unmasks every eligible masked position with confidence >=
+    tau and at least the single most confident one (tau >= 1: exactly that one). Eligible = still masked, inside
+    the token budget and before the first EOS unmasked so far in the block (positions after an EOS are discarded,
+    so they are not decoded; they stay masks in the input). Unmasked tokens are never re-masked, so the contiguous
+    filled prefix of the generation is final: it is scanned left to right for EOS / stop sequences, which end the
+    row there (anything after is discarded)."""
+    active = [r for r in rows if not r.done]
+    for r in active:
+        _bd_new_block(r, B)
+    while active:
+        logits, start = bd_forward(model, active, B, mask_id, pad_id, device, keep_logits)
+        stats["model_calls"] = stats.get("model_calls", 0) + 1
+        tok, conf = confidence(logits, metric)
+        tok, conf = tok.tolist(), conf.tolist()
+        still = []
+        for i, r in enumerate(active):
+            n = len(r.tokens)
+            off = n - start
+            limit = len(r.block)
+            limit = min(limit, r.n_prompt + r.budget - n)  # budget
+            for j, t in enumerate(r.block):
+                if t is not None and t in eos:
+                    limit = min(limit, j + 1)
+                    break
+            eligible = [j for j in range(limit) if r.block[j] is None]
+            # eligible is non-empty: a row without eligible positions has finished or moved on (below)
+            cands = [(conf[i][off + j], j) for j in eligible]
+            best = max(cands, key=lambda cj: (cj[0], -cj[1]))[1]
+            chosen = {best} if tau >= 1.0 else {j for c, j in cands if c >= tau} | {best}
+            for j in sorted(chosen):
+                r.block[j] = tok[i][off + j]
+                r.step_of[j] = r.forwards
+            r.forwards += 1
+            # final tokens: the contiguous filled prefix of the block
+            k = len(r.out) - (n - r.n_prompt)  # block positions already moved to out
+            while k < len(r.block) and r.block[k] is not None and not r.done:
+                t = r.block[k]
+                r.out.append(t)
+                r.out_steps.append(r.step_of[k])
+                if bar is not None:
+                    bar.update(1)
+                k += 1
+                if t in eos or any(_ends_with(r.out, s) for s in stops) or len(r.out) >= r.budget:
+                    r.done = True
+            if r.done:
+                continue
+            if k == len(r.block):  # block complete: commit it, open the next one
+                r.tokens = r.tokens + list(r.block)
+                _bd_new_block(r, B)
+            still.append(r)
+        active = still
+
+
+# --------------------------------------------------------------------------------------------------------------
+# public entry point
+
+
+def _validate(prompts, method, block_size, tau, cache, cache_block_size, metric, max_new_tokens, mask_token_id,
+              stop_sequences) -> None:
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
+    if cache not in CACHES:
+        raise ValueError(f"unknown cache {cache!r}; expected one of {CACHES}")
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
+    if not (isinstance(tau, (int, float)) and 0.0 < tau <= 1.0):
+        raise ValueError(f"tau must be in (0, 1], got {tau!r}")
+    if not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be an integer >= 1, got {block_size!r}")
+    if not isinstance(cache_block_size, int) or cache_block_size < 1:
+        raise ValueError(f"cache_block_size must be an integer >= 1, got {cache_block_size!r}")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    if method in ("mars", "block_diffusion") and mask_token_id is None:
+        raise ValueError(f"method {method!r} needs mask_token_id")
+    if not prompts:
+        raise ValueError("prompts is empty: pass at least one tokenized prompt")
+    for i, p in enumerate(prompts):
+        if len(p) == 0:
+            raise ValueError(f"prompt {i} is empty: every prompt needs at least one token")
+    for s in stop_sequences or []:
+        if len(s) == 0:
+            raise ValueError("stop_sequences must not contain an empty sequence")
+
+
+def generate(model, prompts: list[list[int]], *, method: str = "mars", block_size: int = 4, tau: float = 1.0,
+             cache: str = "cursor", cache_block_size: int = 32, metric: str = "probability",
+             max_new_tokens: int = 256, eos_token_ids: list[int], pad_token_id: int,
+             mask_token_id: int | None = None, stop_sequences: list[list[int]] | None = None,
+             progress: bool = False, stats: dict | None = None) -> list[Generation]:
+    """Greedy decoding of a ragged batch of tokenized prompts; see the module docstring.
+
+    method: "ar" (one token per forward, KV cache per ``cache``), "mars" (sliding window of ``block_size``
+    predictions, B-1 masks, acceptance by ``metric`` >= ``tau``; tau == 1.0 is one-token mode = greedy AR),
+    "jacobi" (window of block_size, exact), "block_diffusion" (BD3-LM style model, block size ``block_size``;
+    always recomputes, ``cache`` is ignored). ``stats``, if given, gets ``model_calls`` (batched forward calls).
+    Stop sequences are matched against the generated tokens only and are kept in the output. The model is put in
+    eval mode for the call (its previous mode is restored) and run under torch.inference_mode()."""
+    _validate(prompts, method, block_size, tau, cache, cache_block_size, metric, max_new_tokens, mask_token_id,
+              stop_sequences)
+    if isinstance(eos_token_ids, int):
+        eos_token_ids = [eos_token_ids]
+    eos = {int(t) for t in (eos_token_ids or [])}
+    stops = [list(map(int, s)) for s in (stop_sequences or [])]
+    stats = stats if stats is not None else {}
+    stats["model_calls"] = 0
+    device = _model_device(model)
+    keep_logits = _supports_logits_to_keep(model)
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(prompts) * max_new_tokens, disable=not progress, desc=f"generate[{method}]", unit="tok")
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            if method == "block_diffusion":
+                bd_rows = [_BDRow(i, list(map(int, p)), len(p), max_new_tokens, [], [], done=max_new_tokens == 0)
+                           for i, p in enumerate(prompts)]
+                bd_decode_loop(model, bd_rows, B=block_size, tau=tau, metric=metric, eos=eos, stops=stops,
+                               mask_id=mask_token_id, pad_id=pad_token_id, device=device, keep_logits=keep_logits,
+                               stats=stats, bar=bar)
+                results = []
+                for r in bd_rows:
+                    chunks = [0] * r.forwards
+                    for s in r.out_steps:
+                        chunks[s] += 1
+                    results.append(Generation(list(r.out), r.forwards, chunks))
+                return results
+
+            rows = [_Row(i, list(map(int, p)), len(p), max_new_tokens, list(map(int, p)), done=max_new_tokens == 0)
+                    for i, p in enumerate(prompts)]
+            for r in rows:
+                r.guesses = [r.tokens[-1]] * (block_size - 1)
+            dec = _Decoder(model, method, block_size, tau, cache, cache_block_size, metric, eos, stops,
+                           pad_token_id, mask_token_id, device, keep_logits, stats, bar)
+            if any(not r.done for r in rows):
+                decode_loop(dec, rows)
+            return [Generation(r.generated, r.forwards, r.chunks) for r in rows]
+    finally:
+        model.train(was_training)
+        bar.close()
