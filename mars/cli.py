@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+
+import torch
 
 from mars.config import ConfigError
 
@@ -41,6 +44,65 @@ def _train(args) -> None:
     print(json.dumps(metrics, indent=2, default=str))
 
 
+def _generate(args) -> None:
+    from mars.generation import (check_decoding_args, generate_text, load_model, render_chunks, to_json,
+                                 trained_block_size)
+
+    prompts = list(args.prompt)
+    if args.prompts_file:
+        from mars.data import load_records
+
+        path = Path(args.prompts_file)
+        prompts += [r["prompt"] for r in load_records(path.parent, path.stem)]
+    if not prompts:
+        raise ConfigError("no prompts: give --prompt TEXT or --prompts-file FILE.jsonl")
+    block_size = args.block_size or trained_block_size(args.model)
+    check_decoding_args(args.method, args.cache, args.metric, args.tau, block_size)
+    if args.max_new_tokens < 1:
+        raise ConfigError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+    model, tokenizer = load_model(args.model)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    outs = generate_text(model, tokenizer, prompts, batch_size=args.batch_size, progress=True, method=args.method,
+                         block_size=block_size, tau=args.tau, cache=args.cache,
+                         cache_block_size=args.cache_block_size, metric=args.metric,
+                         max_new_tokens=args.max_new_tokens)
+    if args.json:
+        print(json.dumps(to_json(outs), indent=2))
+        return
+    color = args.show_chunks and sys.stdout.isatty()
+    for out in outs:
+        print(f"### {out.prompt}")
+        print(render_chunks(out, color) if args.show_chunks else out.text)
+        print(f"--- {len(out.token_ids)} tokens, {out.forwards} forwards, "
+              f"{out.tokens_per_forward:.2f} tokens per forward\n")
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v]
+    except ValueError as exc:
+        raise ConfigError(f"expected comma-separated integers, got {text!r}") from exc
+    if not values or min(values) < 1:
+        raise ConfigError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _bench(args) -> None:
+    from mars.bench import run_bench
+
+    rows = run_bench(args.model, args.data, args.output, batch_sizes=_ints(args.batch_sizes),
+                     num_prompts=args.num_prompts, tau=args.tau, cache_block_sizes=_ints(args.cache_block_sizes),
+                     reps=args.reps, max_new_tokens=args.max_new_tokens, threads=args.threads,
+                     block_size=args.block_size)
+    print(f"{'batch':>5} {'setting':16s} {'tok/s':>8} {'speed-up':>8} {'TPF':>5} {'efficiency':>10}")
+    for r in rows:
+        tpf = f"{r['tokens_per_forward']:.2f}" if r["tokens_per_forward"] else "  -"
+        eff = f"{r['decode_efficiency']:.2f}" if r.get("decode_efficiency") else ""
+        print(f"{r['batch_size']:5d} {r['setting']:16s} {r['tokens_per_s']:8.1f} {r['speedup_vs_ar_kv']:7.2f}x "
+              f"{tpf:>5} {eff:>10}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mars", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -58,6 +120,36 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--output", required=True, help="checkpoint folder to create")
     train.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="extra MLflow tag")
     train.set_defaults(run=_train)
+    gen = commands.add_parser("generate", help="decode prompts with AR, MARS, Jacobi or block-diffusion decoding")
+    gen.add_argument("--model", required=True, help="checkpoint folder")
+    gen.add_argument("--prompt", action="append", default=[], help="a user message (repeatable)")
+    gen.add_argument("--prompts-file", help="JSONL file with a 'prompt' per line (e.g. a world's test.jsonl)")
+    gen.add_argument("--method", default="mars", help="ar | mars | jacobi | block_diffusion")
+    gen.add_argument("--block-size", type=int, default=0, help="window size B (default: the trained one, or 4)")
+    gen.add_argument("--tau", type=float, default=1.0, help="acceptance threshold in (0, 1]; 1.0 = one token")
+    gen.add_argument("--cache", default="cursor", help="none | block | cursor")
+    gen.add_argument("--cache-block-size", type=int, default=32)
+    gen.add_argument("--metric", default="probability", help="probability | entropy | margin")
+    gen.add_argument("--max-new-tokens", type=int, default=256)
+    gen.add_argument("--batch-size", type=int, default=16)
+    gen.add_argument("--threads", type=int, default=0)
+    gen.add_argument("--show-chunks", action="store_true", help="group the tokens of each forward pass")
+    gen.add_argument("--json", action="store_true", help="print the results as JSON")
+    gen.set_defaults(run=_generate)
+
+    bench = commands.add_parser("bench", help="wall-clock benchmark (Table 5): AR vs MARS caches vs prompt lookup")
+    bench.add_argument("--model", required=True, help="MARS checkpoint folder")
+    bench.add_argument("--data", required=True, help="folder with test.jsonl (GSM8K-like prompts are used)")
+    bench.add_argument("--output", required=True, help="folder for bench.csv and bench.json")
+    bench.add_argument("--batch-sizes", default="1,4,8,16")
+    bench.add_argument("--cache-block-sizes", default="4,8,16,32,64")
+    bench.add_argument("--num-prompts", type=int, default=32)
+    bench.add_argument("--tau", type=float, default=0.95)
+    bench.add_argument("--block-size", type=int, default=0, help="default: the trained block size")
+    bench.add_argument("--reps", type=int, default=3)
+    bench.add_argument("--max-new-tokens", type=int, default=128)
+    bench.add_argument("--threads", type=int, default=0)
+    bench.set_defaults(run=_bench)
     return parser
 
 

@@ -23,13 +23,18 @@ def splits():
 
 def _fake_runner(program: str, timeout_s: float):
     """In-process stand-in for mars.sandbox.run_python (only for our own gold code)."""
+    import contextlib
+    import io
+
     ns: dict = {}
+    out = io.StringIO()
     try:
-        exec(compile(program, "<candidate>", "exec"), ns)
+        with contextlib.redirect_stdout(out):
+            exec(compile(program, "<candidate>", "exec"), ns)
         passed = True
     except BaseException:
         passed = False
-    return types.SimpleNamespace(passed=passed, program=program, timeout_s=timeout_s)
+    return types.SimpleNamespace(passed=passed, program=program, timeout_s=timeout_s, stdout=out.getvalue())
 
 
 @pytest.fixture
@@ -530,3 +535,14 @@ def test_real_sandbox_if_available():
         wrong = f"```python\ndef {name}(*args):\n    return None\n```"
         assert score("humaneval", wrong, x["target"]) == {"pass@1": 0.0}
     assert score("humaneval", "import sys\nsys.exit(3)", {"test": "assert True"}) == {"pass@1": 0.0}
+
+
+def test_humaneval_early_exit_does_not_pass():
+    """A program that exits 0 before the asserts run is a failure (real sandbox)."""
+    pytest.importorskip("mars.sandbox")
+    x = _by_family(make_splits(5, 5, seed=0)[1], "humaneval")[0]
+    assert score("humaneval", x["response"], x["target"]) == {"pass@1": 1.0}
+    cheat = "```python\nimport sys\nsys.exit(0)\n```"
+    assert score("humaneval", cheat, x["target"]) == {"pass@1": 0.0}
+    cheat = "```python\nimport os\nos._exit(0)\n```"
+    assert score("humaneval", cheat, x["target"]) == {"pass@1": 0.0}

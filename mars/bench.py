@@ -1,0 +1,198 @@
+"""``mars bench``: the wall-clock benchmark of Table 5, on the GSM8K-like test prompts.
+
+Settings, all greedy on the same model and prompts:
+  ar_hf_kv          Hugging Face ``generate`` with its KV cache (the reference, speed-up 1.00)
+  mars_tau1         our decoder in one-token mode (tau = 1.0, cursor cache): must cost <= 1.1x ar_hf_kv
+  mars_none         MARS at tau, no cache (every step re-runs the prefix)
+  mars_block_C      MARS at tau, the paper's block-level cache with cache block size C
+  mars_cursor       MARS at tau, the exact per-sequence cursor cache
+  prompt_lookup     Hugging Face prompt-lookup decoding (``prompt_lookup_num_tokens``): the peer a user would
+                    pick instead; transformers' assisted generation takes one sequence at a time, so a batch is
+                    decoded sequence by sequence
+Each batch size is measured with one warm-up pass and ``reps`` timed passes per setting, interleaved (setting
+order rotates each repetition) so machine drift cancels; medians are reported.
+
+Decode efficiency: on the same model, batch and context, ``t1`` = one cached forward of 1 token per row and
+``tw`` = one cached forward of a window (ceil(TPF) accepted tokens + B-1 masks per row).  The ideal speed-up of a
+cached multi-token decoder over AR is TPF * t1 / tw; efficiency = measured speed-up of mars_cursor / ideal.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from mars.config import ConfigError
+from mars.data import load_records
+from mars.decoding import KVCache, _Row, generate, window_forward
+from mars.generation import encode_prompts, load_model, trained_block_size
+
+
+def machine_info() -> dict:
+    import transformers
+
+    return {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
+            "torch": torch.__version__, "transformers": transformers.__version__,
+            "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+
+
+class Runner:
+    """Runs one setting over all prompts at one batch size; returns (seconds, generated tokens, forwards)."""
+
+    def __init__(self, model, tokenizer, prompts: list[list[int]], block_size: int, tau: float, max_new_tokens: int):
+        self.model, self.tok, self.prompts = model, tokenizer, prompts
+        self.block_size, self.tau, self.max_new = block_size, tau, max_new_tokens
+        self.eos, self.pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+
+    def batches(self, batch_size: int):
+        for start in range(0, len(self.prompts), batch_size):
+            yield self.prompts[start : start + batch_size]
+
+    def ours(self, batch_size: int, *, tau: float, cache: str, cache_block_size: int = 32):
+        tokens = forwards = 0
+        start = time.perf_counter()
+        for batch in self.batches(batch_size):
+            stats: dict = {}
+            outs = generate(self.model, batch, method="mars", block_size=self.block_size, tau=tau, cache=cache,
+                            cache_block_size=cache_block_size, max_new_tokens=self.max_new,
+                            eos_token_ids=[self.eos], pad_token_id=self.pad, mask_token_id=self.tok.mask_token_id,
+                            stats=stats)
+            tokens += sum(len(o.token_ids) for o in outs)
+            forwards += sum(o.forwards for o in outs)
+        return time.perf_counter() - start, tokens, forwards
+
+    def _hf(self, batch: list[list[int]], **kwargs):
+        width = max(len(p) for p in batch)
+        ids = torch.tensor([[self.pad] * (width - len(p)) + p for p in batch])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch])
+        with torch.inference_mode():
+            out = self.model.generate(input_ids=ids, attention_mask=mask, do_sample=False,
+                                      max_new_tokens=self.max_new, eos_token_id=self.eos, pad_token_id=self.pad,
+                                      **kwargs)
+        generated = out[:, width:]
+        count = 0
+        for row in generated.tolist():
+            n = len(row)
+            if self.eos in row:
+                n = row.index(self.eos) + 1
+            count += n
+        return count
+
+    def hf_greedy(self, batch_size: int):
+        start, tokens = time.perf_counter(), 0
+        for batch in self.batches(batch_size):
+            tokens += self._hf(batch)
+        return time.perf_counter() - start, tokens, None
+
+    def prompt_lookup(self, batch_size: int, lookup: int = 4):
+        start, tokens = time.perf_counter(), 0
+        for batch in self.batches(batch_size):
+            for prompt in batch:  # assisted generation in transformers takes batch size 1
+                tokens += self._hf([prompt], prompt_lookup_num_tokens=lookup)
+        return time.perf_counter() - start, tokens, None
+
+
+def forward_costs(model, prompts: list[list[int]], batch_size: int, window: int, mask_id: int, pad_id: int,
+                  reps: int) -> tuple[float, float]:
+    """Median seconds of one cached forward of 1 token and of ``window`` tokens per row, same batch and context."""
+    batch = prompts[:batch_size]
+    times = {1: [], window: []}
+    with torch.inference_mode():
+        for _ in range(reps + 1):
+            for width in (1, window):
+                rows = [_Row(index=i, tokens=list(p), n_prompt=len(p), budget=10**6, uncached=list(p))
+                        for i, p in enumerate(batch)]
+                kv = KVCache(model, len(rows), next(model.parameters()).device)
+                _, valid = window_forward(model, kv, rows, torch.zeros(len(rows), 0, dtype=torch.long), pad_id)
+                kv.commit(valid, keep=valid.shape[1])
+                for r in rows:  # the window: one real token (the last accepted) + width-1 masks
+                    r.uncached = [r.tokens[-1]]
+                    r.tokens.append(r.tokens[-1])
+                tail = torch.full((len(rows), width - 1), mask_id, dtype=torch.long)
+                start = time.perf_counter()
+                window_forward(model, kv, rows, tail, pad_id)
+                times[width].append(time.perf_counter() - start)
+    return statistics.median(times[1][1:]), statistics.median(times[window][1:])
+
+
+def run_bench(model_path: str, data_dir: str, out_dir: str, *, batch_sizes=(1, 4, 8, 16), num_prompts: int = 32,
+              tau: float = 0.95, cache_block_sizes=(4, 8, 16, 32, 64), reps: int = 3, max_new_tokens: int = 128,
+              family: str = "gsm8k", threads: int = 0, block_size: int = 0) -> list[dict]:
+    if threads:
+        torch.set_num_threads(threads)
+    if not 0 < tau <= 1:
+        raise ConfigError(f"tau must be in (0, 1], got {tau}")
+    model, tokenizer = load_model(model_path)
+    if tokenizer.mask_token_id is None:
+        raise ConfigError(f"{model_path}: the tokenizer has no mask token; mars bench needs a MARS model")
+    block_size = block_size or trained_block_size(model_path)
+    records = [r for r in load_records(data_dir, "test") if r.get("family", family) == family][:num_prompts]
+    if not records:
+        raise ConfigError(f"no {family} prompts in {data_dir}/test.jsonl")
+    prompts = encode_prompts(tokenizer, [r["prompt"] for r in records])
+    runner = Runner(model, tokenizer, prompts, block_size, tau, max_new_tokens)
+    settings = {
+        "ar_hf_kv": lambda b: runner.hf_greedy(b),
+        "mars_tau1": lambda b: runner.ours(b, tau=1.0, cache="cursor"),
+        "mars_none": lambda b: runner.ours(b, tau=tau, cache="none"),
+        **{f"mars_block_{c}": (lambda b, c=c: runner.ours(b, tau=tau, cache="block", cache_block_size=c))
+           for c in cache_block_sizes},
+        "mars_cursor": lambda b: runner.ours(b, tau=tau, cache="cursor"),
+        "prompt_lookup": lambda b: runner.prompt_lookup(b),
+    }
+    rows: list[dict] = []
+    total = len(batch_sizes) * (reps + 1) * len(settings)
+    bar = tqdm(total=total, desc="bench")
+    for batch_size in batch_sizes:
+        measured = {name: [] for name in settings}
+        names = list(settings)
+        for rep in range(reps + 1):  # rep 0 is the warm-up
+            for name in names[rep % len(names):] + names[: rep % len(names)]:
+                seconds, tokens, forwards = settings[name](batch_size)
+                if rep:
+                    measured[name].append((seconds, tokens, forwards))
+                bar.update(1)
+        ar_seconds = statistics.median(m[0] for m in measured["ar_hf_kv"])
+        ar_tps = statistics.median(m[1] / m[0] for m in measured["ar_hf_kv"])
+        for name, runs in measured.items():
+            seconds = statistics.median(r[0] for r in runs)
+            tokens = runs[0][1]
+            tps = statistics.median(r[1] / r[0] for r in runs)
+            forwards = runs[0][2]
+            rows.append({"batch_size": batch_size, "setting": name, "tokens": tokens, "time_s": seconds,
+                         "tokens_per_s": tps, "speedup_vs_ar_kv": tps / ar_tps, "time_vs_ar_kv": seconds / ar_seconds,
+                         "tokens_per_forward": tokens / forwards if forwards else None})
+        cursor = next(r for r in rows if r["batch_size"] == batch_size and r["setting"] == "mars_cursor")
+        window = math.ceil(cursor["tokens_per_forward"]) + block_size - 1
+        t1, tw = forward_costs(model, prompts, batch_size, window, tokenizer.mask_token_id, tokenizer.pad_token_id,
+                               reps=max(5, reps))
+        ideal = cursor["tokens_per_forward"] * t1 / tw
+        cursor.update({"t_1token_s": t1, "t_window_s": tw, "window_tokens": window, "ideal_speedup": ideal,
+                       "decode_efficiency": cursor["speedup_vs_ar_kv"] / ideal})
+    bar.close()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fields = ["batch_size", "setting", "tokens", "time_s", "tokens_per_s", "speedup_vs_ar_kv", "time_vs_ar_kv",
+              "tokens_per_forward", "t_1token_s", "t_window_s", "window_tokens", "ideal_speedup", "decode_efficiency"]
+    tmp = out / "bench.csv.tmp"
+    with open(tmp, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    meta = {"model": str(model_path), "tau": tau, "block_size": block_size, "num_prompts": len(prompts),
+            "max_new_tokens": max_new_tokens, "reps": reps, "family": family, "machine": machine_info(),
+            "rows": rows}
+    (out / "bench.json.tmp").write_text(json.dumps(meta, indent=2))
+    os.replace(tmp, out / "bench.csv")
+    os.replace(out / "bench.json.tmp", out / "bench.json")
+    return rows

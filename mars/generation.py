@@ -1,0 +1,105 @@
+"""Text in, text out, around :func:`mars.decoding.generate`: chat template, batching, decoding, chunk display.
+
+Used by ``mars generate``, the wall-clock benchmark and Figure 1.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from mars.config import ConfigError
+from mars.decoding import CACHES, METHODS, METRICS, generate
+
+
+@dataclass
+class TextGeneration:
+    prompt: str
+    text: str
+    token_ids: list[int]
+    forwards: int
+    tokens_per_forward: float
+    chunks: list[int]  # tokens accepted by each forward (Figure 1 shades them)
+    chunk_texts: list[str]
+
+
+def load_model(path: str | Path, dtype: torch.dtype = torch.float32, attn: str = "sdpa"):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"model checkpoint not found (no config.json): {path}")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn).eval()
+    return model, tokenizer
+
+
+def trained_block_size(path: str | Path, default: int = 4) -> int:
+    """The block size a checkpoint was trained with (its run_config.json), for decoding with the same window."""
+    run_config = Path(path) / "run_config.json"
+    if run_config.is_file():
+        spec = json.loads(run_config.read_text()).get("spec", {})
+        if spec.get("method") in ("mars", "block_diffusion"):
+            return int(spec.get("block_size", default))
+    return default
+
+
+def encode_prompts(tokenizer, prompts: list[str], chat: bool = True) -> list[list[int]]:
+    if chat:
+        return [tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                              tokenize=True, return_dict=False) for p in prompts]
+    return [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+
+
+def check_decoding_args(method: str, cache: str, metric: str, tau: float, block_size: int) -> None:
+    """The decoder raises ValueError too; this turns CLI mistakes into one clear ConfigError line."""
+    if method not in METHODS:
+        raise ConfigError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    if cache not in CACHES:
+        raise ConfigError(f"unknown cache {cache!r}; expected one of {', '.join(CACHES)}")
+    if metric not in METRICS:
+        raise ConfigError(f"unknown acceptance metric {metric!r}; expected one of {', '.join(METRICS)}")
+    if not 0.0 < tau <= 1.0:
+        raise ConfigError(f"tau must be in (0, 1], got {tau}")
+    if block_size < 1:
+        raise ConfigError(f"block size must be >= 1, got {block_size}")
+
+
+def generate_text(model, tokenizer, prompts: list[str], *, batch_size: int = 16, chat: bool = True,
+                  progress: bool = False, **decode_kwargs) -> list[TextGeneration]:
+    method = decode_kwargs.get("method", "mars")
+    if method in ("mars", "block_diffusion") and tokenizer.mask_token_id is None:
+        raise ConfigError(f"method {method} needs a mask token and the tokenizer has none")
+    ids = encode_prompts(tokenizer, prompts, chat)
+    results: list[TextGeneration] = []
+    batches = range(0, len(ids), batch_size)
+    for start in tqdm(batches, desc="generate", disable=not progress or len(batches) < 2):
+        batch = ids[start : start + batch_size]
+        outs = generate(model, batch, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id,
+                        mask_token_id=tokenizer.mask_token_id, **decode_kwargs)
+        for prompt, out in zip(prompts[start : start + batch_size], outs):
+            pieces, at = [], 0
+            for n in out.chunks:
+                pieces.append(tokenizer.decode(out.token_ids[at : at + n], skip_special_tokens=False))
+                at += n
+            results.append(TextGeneration(
+                prompt=prompt, text=tokenizer.decode(out.token_ids, skip_special_tokens=True),
+                token_ids=out.token_ids, forwards=out.forwards, tokens_per_forward=out.tokens_per_forward,
+                chunks=out.chunks, chunk_texts=pieces))
+    return results
+
+
+def render_chunks(generation: TextGeneration, color: bool = False) -> str:
+    """The generation with each forward's tokens grouped: ``[a b][c]...`` or, on a terminal, shaded."""
+    if not color:
+        return "".join(f"[{piece}]" for piece in generation.chunk_texts)
+    shades = ("\x1b[48;5;153m", "\x1b[48;5;222m")
+    return "".join(f"{shades[i % 2]}{piece}\x1b[0m" for i, piece in enumerate(generation.chunk_texts))
+
+
+def to_json(generations: list[TextGeneration]) -> list[dict]:
+    return [asdict(g) for g in generations]

@@ -1,0 +1,109 @@
+"""`mars generate` / `mars bench` and the text-level wrapper, on the briefly trained tiny checkpoints."""
+
+import csv
+import json
+import math
+
+import pytest
+import torch
+
+from mars.cli import main
+from mars.data import load_records
+from mars.generation import encode_prompts, generate_text, load_model, render_chunks
+
+
+@pytest.fixture(scope="module")
+def prompts(trained_tiny):
+    return [r["prompt"] for r in load_records(trained_tiny["world"] / "data", "test")][::5][:6]
+
+
+def test_text_generation_matches_hf_greedy_and_chunks_cover_the_text(trained_tiny, prompts):
+    model, tokenizer = load_model(trained_tiny["mars"])
+    ours = generate_text(model, tokenizer, prompts, batch_size=4, method="mars", block_size=4, tau=1.0,
+                         max_new_tokens=40)
+    for prompt, out in zip(prompts, ours):
+        ids = torch.tensor([encode_prompts(tokenizer, [prompt])[0]])
+        with torch.inference_mode():
+            ref = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                 max_new_tokens=40, eos_token_id=tokenizer.eos_token_id,
+                                 pad_token_id=tokenizer.pad_token_id)[0, ids.shape[1]:].tolist()
+        if tokenizer.eos_token_id in ref:
+            ref = ref[: ref.index(tokenizer.eos_token_id) + 1]
+        assert out.token_ids == ref
+        assert out.chunks == [1] * len(ref) and out.forwards == len(ref)
+    fast = generate_text(model, tokenizer, prompts, batch_size=4, method="mars", block_size=4, tau=0.3,
+                         max_new_tokens=40)
+    for out in fast:
+        assert "".join(out.chunk_texts) == tokenizer.decode(out.token_ids)
+        assert render_chunks(out).count("[") == len(out.chunks) == out.forwards
+        assert out.tokens_per_forward == pytest.approx(len(out.token_ids) / out.forwards)
+    assert max(o.tokens_per_forward for o in fast) > 1.0
+
+
+def test_generate_cli_shows_chunks(trained_tiny, capsys):
+    code = main(["generate", "--model", str(trained_tiny["mars"]), "--prompt", "What is 2 plus 3?", "--tau", "0.3",
+                 "--max-new-tokens", "20", "--show-chunks"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "### What is 2 plus 3?" in out and "[" in out and "tokens per forward" in out
+    code = main(["generate", "--model", str(trained_tiny["mars"]), "--prompt", "hi", "--max-new-tokens", "5",
+                 "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert code == 0 and len(rows) == 1 and len(rows[0]["token_ids"]) <= 5
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (["--tau", "1.5"], "tau"),
+    (["--tau", "0"], "tau"),
+    (["--cache", "disk"], "cache"),
+    (["--metric", "vibes"], "metric"),
+    (["--block-size", "-1"], "block size"),
+    (["--method", "beam"], "method"),
+    (["--max-new-tokens", "0"], "max-new-tokens"),
+])
+def test_generate_cli_bad_arguments(trained_tiny, capsys, flags, needle):
+    code = main(["generate", "--model", str(trained_tiny["mars"]), "--prompt", "hi", *flags])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(err) == 1 and needle in err[0]
+
+
+def test_generate_cli_missing_model_and_missing_mask_token(trained_tiny, tmp_path, capsys):
+    assert main(["generate", "--model", str(tmp_path / "nope"), "--prompt", "hi"]) == 2
+    assert "not found" in capsys.readouterr().err
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "nomask"
+    shutil.copytree(trained_tiny["ar"], folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.mask_token = None
+    tokenizer.save_pretrained(folder)
+    assert main(["generate", "--model", str(folder), "--prompt", "hi", "--method", "mars", "--tau", "0.5"]) == 2
+    assert "mask token" in capsys.readouterr().err
+    assert main(["generate", "--model", str(folder), "--prompt", "hi", "--method", "ar", "--max-new-tokens", "3"]) == 0
+
+
+def test_bench_writes_table5_data(trained_tiny, tmp_path, capsys):
+    out = tmp_path / "bench"
+    code = main(["bench", "--model", str(trained_tiny["mars"]), "--data", str(trained_tiny["world"] / "data"),
+                 "--output", str(out), "--batch-sizes", "1,2", "--num-prompts", "4", "--reps", "1",
+                 "--cache-block-sizes", "4", "--max-new-tokens", "24", "--tau", "0.5"])
+    assert code == 0
+    rows = list(csv.DictReader(open(out / "bench.csv")))
+    settings = {"ar_hf_kv", "mars_tau1", "mars_none", "mars_block_4", "mars_cursor", "prompt_lookup"}
+    assert {r["setting"] for r in rows} == settings
+    assert {int(r["batch_size"]) for r in rows} == {1, 2}
+    for r in rows:
+        assert math.isfinite(float(r["tokens_per_s"])) and float(r["tokens_per_s"]) > 0
+        if r["setting"] == "ar_hf_kv":
+            assert float(r["speedup_vs_ar_kv"]) == pytest.approx(1.0)
+        if r["setting"] == "mars_cursor":
+            assert 0 < float(r["decode_efficiency"]) and float(r["ideal_speedup"]) > 0
+    # same prompts, same greedy decisions: every MARS cache generates the same number of tokens
+    for b in ("1", "2"):
+        counts = {r["tokens"] for r in rows if r["batch_size"] == b and r["setting"].startswith("mars_")
+                  and r["setting"] != "mars_tau1"}
+        assert len(counts) == 1
+    meta = json.loads((out / "bench.json").read_text())
+    assert meta["machine"]["torch"] == torch.__version__ and meta["tau"] == 0.5
