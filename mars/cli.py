@@ -66,7 +66,7 @@ def _generate(args) -> None:
     outs = generate_text(model, tokenizer, prompts, batch_size=args.batch_size, progress=True, method=args.method,
                          block_size=block_size, tau=args.tau, cache=args.cache,
                          cache_block_size=args.cache_block_size, metric=args.metric,
-                         max_new_tokens=args.max_new_tokens)
+                         max_new_tokens=args.max_new_tokens, stop=args.stop)
     if args.json:
         print(json.dumps(to_json(outs), indent=2))
         return
@@ -131,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--cache-block-size", type=int, default=32)
     gen.add_argument("--metric", default="probability", help="probability | entropy | margin")
     gen.add_argument("--max-new-tokens", type=int, default=256)
+    gen.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
     gen.add_argument("--batch-size", type=int, default=16)
     gen.add_argument("--threads", type=int, default=0)
     gen.add_argument("--show-chunks", action="store_true", help="group the tokens of each forward pass")

@@ -69,8 +69,19 @@ def check_decoding_args(method: str, cache: str, metric: str, tau: float, block_
         raise ConfigError(f"block size must be >= 1, got {block_size}")
 
 
+def truncate_at_stop(text: str, stop: list[str]) -> str:
+    """Cut the text before the first stop string (as lm-eval's HF model does with ``until``)."""
+    cut = min((text.find(s) for s in stop if s and s in text), default=-1)
+    return text[:cut] if cut >= 0 else text
+
+
 def generate_text(model, tokenizer, prompts: list[str], *, batch_size: int = 16, chat: bool = True,
-                  progress: bool = False, **decode_kwargs) -> list[TextGeneration]:
+                  progress: bool = False, stop: list[str] | None = None, **decode_kwargs) -> list[TextGeneration]:
+    """``stop`` strings end a sequence: their tokenizations stop the decoder early (a stop string can also form
+    across other token boundaries, so the decoded text is cut at its first occurrence as well)."""
+    stop = [s for s in (stop or []) if s]
+    if stop:
+        decode_kwargs["stop_sequences"] = [tokenizer.encode(s, add_special_tokens=False) for s in stop]
     method = decode_kwargs.get("method", "mars")
     if method in ("mars", "block_diffusion") and tokenizer.mask_token_id is None:
         raise ConfigError(f"method {method} needs a mask token and the tokenizer has none")
@@ -87,7 +98,8 @@ def generate_text(model, tokenizer, prompts: list[str], *, batch_size: int = 16,
                 pieces.append(tokenizer.decode(out.token_ids[at : at + n], skip_special_tokens=False))
                 at += n
             results.append(TextGeneration(
-                prompt=prompt, text=tokenizer.decode(out.token_ids, skip_special_tokens=True),
+                prompt=prompt,
+                text=truncate_at_stop(tokenizer.decode(out.token_ids, skip_special_tokens=True), stop),
                 token_ids=out.token_ids, forwards=out.forwards, tokens_per_forward=out.tokens_per_forward,
                 chunks=out.chunks, chunk_texts=pieces))
     return results

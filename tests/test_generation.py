@@ -40,6 +40,20 @@ def test_text_generation_matches_hf_greedy_and_chunks_cover_the_text(trained_tin
     assert max(o.tokens_per_forward for o in fast) > 1.0
 
 
+def test_stop_strings_end_the_text(trained_tiny, prompts):
+    model, tokenizer = load_model(trained_tiny["mars"])
+    full = generate_text(model, tokenizer, prompts, method="ar", max_new_tokens=40)
+    for prompt, out in zip(prompts, full):
+        words = out.text.split()
+        if len(words) < 3:
+            continue
+        stop = " " + words[2]
+        cut = generate_text(model, tokenizer, [prompt], method="ar", max_new_tokens=40, stop=[stop])[0]
+        assert stop not in cut.text and out.text.startswith(cut.text)
+        assert cut.text == out.text[: out.text.find(stop)]
+        assert len(cut.token_ids) <= len(out.token_ids)
+
+
 def test_generate_cli_shows_chunks(trained_tiny, capsys):
     code = main(["generate", "--model", str(trained_tiny["mars"]), "--prompt", "What is 2 plus 3?", "--tau", "0.3",
                  "--max-new-tokens", "20", "--show-chunks"])
