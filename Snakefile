@@ -1,5 +1,8 @@
-# The MARS replication pipeline. `snakemake --cores all` runs the tiny default (config.yaml) on a laptop CPU;
-# `--configfile configs/paper-0.5b.yaml` (with `--profile slurm` on a GPU cluster) runs the paper-scale configs.
+# The MARS replication pipeline: data -> base -> AR SFT -> MARS and ablations -> evaluations -> tau sweeps and
+# wall-clock runs -> results/tables/*.csv and paper_figures/.
+#   snakemake --cores all                              the tiny default (config.yaml), on a laptop CPU
+#   snakemake results/tables/table2.csv                only what Table 2 needs
+#   snakemake --cores all --profile slurm --configfile configs/paper-0.5b.yaml   paper scale on a cluster
 from snakemake.utils import validate
 
 configfile: "config.yaml"
@@ -11,8 +14,15 @@ validate(config, "workflow/schemas/config.schema.json")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/eval.smk"
+include: "workflow/rules/bench.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
     input:
-        [model_dir(name) for name in config["models"]],
+        [str(TABLES / f"{name}.csv") for name in [*TABLE_INPUTS, "table5"]],
+        rules.figure1.output,
+        rules.figure3.output,
+        rules.figure6.output,
+        rules.figure_wallclock.output,

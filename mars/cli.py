@@ -103,6 +103,36 @@ def _bench(args) -> None:
               f"{tpf:>5} {eff:>10}")
 
 
+def _report(args) -> None:
+    from mars.config import load_config
+
+    if args.what == "table":
+        from mars.report.tables import make_table
+
+        frame = make_table(args.name, load_config(args.config), args.results, args.output,
+                           eval_files=args.inputs or None, bench_csv=args.bench)
+        print(frame.round(2).to_string(index=False))
+        return
+    figures = {"fig1": "mars.report.fig1", "fig3": "mars.report.fig3", "fig6": "mars.report.fig6",
+               "wallclock": "mars.report.fig_wallclock"}
+    if args.name not in figures:
+        raise ConfigError(f"unknown figure {args.name!r}; expected one of {', '.join(figures)}")
+    import importlib
+
+    module = importlib.import_module(figures[args.name])
+    needed = {"fig1": 2, "fig3": 2, "wallclock": 1}.get(args.name)
+    if needed and len(args.inputs) != needed:
+        raise ConfigError(f"figure {args.name} takes {needed} --inputs, got {len(args.inputs)}")
+    missing = [p for p in args.inputs if not Path(p).exists()]
+    if missing:
+        raise ConfigError(f"input not found: {missing[0]}")
+    if args.name == "fig6":
+        paths = module.main(args.inputs, args.output)
+    else:
+        paths = module.main(*args.inputs, args.output)
+    print("\n".join(str(p) for p in paths))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mars", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -151,6 +181,22 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--max-new-tokens", type=int, default=128)
     bench.add_argument("--threads", type=int, default=0)
     bench.set_defaults(run=_bench)
+
+    report = commands.add_parser("report", help="regenerate a table or figure from pipeline outputs")
+    report.add_argument("what", choices=["table", "figure"])
+    report.add_argument("--name", required=True, help="table2..table9, ablations | fig1, fig3, fig6, wallclock")
+    report.add_argument("--config", default="config.yaml")
+    report.add_argument("--results", help="results/<name> folder (tables)")
+    report.add_argument("--bench", help="bench.csv (table5)")
+    report.add_argument("--inputs", nargs="*", default=[], help="input files (figures; evaluation JSONs)")
+    report.add_argument("--output", required=True, help="table CSV path, or figure path stem")
+    report.set_defaults(run=_report)
+
+    from mars.evaluate import add_eval_arguments, run_eval_command
+
+    evaluate = commands.add_parser("eval", help="benchmark a checkpoint with lm-eval through MARS decoding")
+    add_eval_arguments(evaluate)
+    evaluate.set_defaults(run=run_eval_command)
     return parser
 
 

@@ -1,28 +1,63 @@
 # Paths and helpers shared by every stage.
 from pathlib import Path
 
-RESULTS = Path(config.get("results_dir", "results")) / config["name"]
+RESULTS_ROOT = Path(config.get("results_dir", "results"))
+RESULTS = RESULTS_ROOT / config["name"]
 WORLD = RESULTS / "world"
 TINY = config["world"]["kind"] == "tiny"
+TABLES = RESULTS_ROOT / "tables"
+FIGURES = Path(config.get("report", {}).get("figures_dir", "paper_figures"))
+EVAL = config.get("eval", {})
+BENCH = config.get("bench", {})
+FAMILIES = ["ifeval", "bbh", "mmlu_pro", "gpqa", "gsm8k", "humaneval"]
+SWEEP_TAUS = EVAL.get("sweep_taus", [1.0, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5])
+SWEEP_FAMILIES = ["gsm8k", "humaneval"]
+EVAL_PROFILE = EVAL.get("profile", "tiny")
+EVAL_CACHE = EVAL.get("cache", "cursor")
+EVAL_BATCH = EVAL.get("batch_size", 16)
+EVAL_TOKENS = EVAL.get("max_gen_toks", 256)
+BASE = config.get("report", {}).get("base_model", "base" if TINY else "world")
+CONFIGFILE = workflow.configfiles[0] if workflow.configfiles else "config.yaml"
 
 
 def model_dir(name):
     return str(RESULTS / "models" / name)
 
 
-def init_path(name):
-    """The starting checkpoint of a model entry: the world's initial model, or another entry's output."""
-    init = config["models"][name].get("init", "world")
-    if init == "world":
+def model_path(name):
+    """Folder (or hub id) of a model: "world" is the world's own starting checkpoint."""
+    if name == "world":
         return str(WORLD / "init") if TINY else config["world"]["base_model"]
-    return model_dir(init)
+    return model_dir(name)
+
+
+def init_path(name):
+    return model_path(config["models"][name].get("init", "world"))
 
 
 def init_input(wildcards):
     """Snakemake inputs of a training job (a hub id is not a file)."""
-    name = wildcards.model
     inputs = {"data": str(WORLD / "data" / "train.jsonl")}
-    init = config["models"][name].get("init", "world")
+    init = config["models"][wildcards.model].get("init", "world")
     if init != "world" or TINY:
-        inputs["init"] = init_path(name)
+        inputs["init"] = init_path(wildcards.model)
     return inputs
+
+
+def decode_method(name):
+    """How a model is decoded in one-token mode and beyond (mirrors mars.report.tables.decode_method)."""
+    if name not in config["models"]:
+        return "ar"
+    return {"block_diffusion": "block_diffusion", "mars": "mars"}.get(config["models"][name]["method"], "ar")
+
+
+def present(*names):
+    return [n for n in names if n == "world" or n in config["models"]]
+
+
+def eval_file(model, method, tau, metric, family):
+    return str(RESULTS / "eval" / model / f"{method}-tau{float(tau):g}-{metric}" / f"{family}.json")
+
+
+def evals_at(models, tau, families=FAMILIES, metric="probability"):
+    return [eval_file(m, decode_method(m), tau, metric, f) for m in models for f in families]

@@ -11,4 +11,4 @@ rule world:
     log:
         str(RESULTS / "logs" / "world.log"),
     shell:
-        "rm -rf {params.out} && mars world --config {workflow.configfiles[0]} --output {params.out} > {log} 2>&1"
+        "rm -rf {params.out} && mars world --config {CONFIGFILE} --output {params.out} > {log} 2>&1"

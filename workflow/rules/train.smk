@@ -15,5 +15,5 @@ rule train:
     log:
         str(RESULTS / "logs" / "train_{model}.log"),
     shell:
-        "mars train --config {workflow.configfiles[0]} --model {wildcards.model} --init {params.init}"
+        "OMP_NUM_THREADS={threads} mars train --config {CONFIGFILE} --model {wildcards.model} --init {params.init}"
         " --data {params.data} --output {output} --tag rule=train --tag model={wildcards.model} > {log} 2>&1"

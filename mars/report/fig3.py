@@ -1,0 +1,32 @@
+"""Figure 3: accuracy vs tokens per forward over the tau sweep (Pareto curves), per block size, with and without
+L_AR, on the GSM8K- and HumanEval-like tasks, with AR SFT (tau = 1.0, one token per forward) as a reference line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from mars.report.plotting import plt, save, setup
+
+
+def main(table8_csv: str, table2_csv: str, stem: str) -> list[Path]:
+    setup()
+    sweep = pd.read_csv(table8_csv)
+    reference = pd.read_csv(table2_csv)
+    ar = reference[reference["model"] == "ar_sft_5ep"]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=False)
+    for ax, task, label in ((axes[0], "gsm8k", "GSM8K-like"), (axes[1], "humaneval", "HumanEval-like")):
+        for model, group in sweep.groupby("model", sort=True):
+            group = group.sort_values("tau", ascending=False)
+            block = model.rsplit("_b", 1)[1]
+            with_ar = "nolar" not in model
+            ax.plot(group[f"tpf_{task}"], group[task], marker="o" if with_ar else "x",
+                    linestyle="-" if with_ar else "--", label=f"B={block}" + ("" if with_ar else " w/o L_AR"))
+        if not ar.empty:
+            ax.axhline(float(ar[task].iloc[0]), color="black", linewidth=1, linestyle=":", label="AR SFT (5 ep)")
+        ax.set_xlabel("tokens per forward")
+        ax.set_ylabel("accuracy (%)")
+        ax.set_title(label)
+    axes[1].legend(fontsize=7, loc="best")
+    return save(fig, Path(stem))
