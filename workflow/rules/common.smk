@@ -10,6 +10,8 @@ FIGURES = Path(config.get("report", {}).get("figures_dir", "paper_figures"))
 EVAL = config.get("eval", {})
 BENCH = config.get("bench", {})
 FAMILIES = ["ifeval", "bbh", "mmlu_pro", "gpqa", "gsm8k", "humaneval"]
+# lm-eval task of each family, per profile (the paper profile uses the harness's own tasks)
+TASK_NAMES = {f: f"tiny_{f}" for f in FAMILIES}
 SWEEP_TAUS = EVAL.get("sweep_taus", [1.0, 0.95, 0.9, 0.8, 0.7, 0.6, 0.5])
 SWEEP_FAMILIES = ["gsm8k", "humaneval"]
 EVAL_PROFILE = EVAL.get("profile", "tiny")
@@ -55,8 +57,8 @@ def present(*names):
     return [n for n in names if n == "world" or n in config["models"]]
 
 
-def eval_file(model, method, tau, metric, family):
-    return str(RESULTS / "eval" / model / f"{method}-tau{float(tau):g}-{metric}" / f"{family}.json")
+def eval_file(model, method, tau, metric, family, kind="eval"):
+    return str(RESULTS / kind / model / f"{method}-tau{float(tau):g}-{metric}" / f"{family}.json")
 
 
 def evals_at(models, tau, families=FAMILIES, metric="probability"):

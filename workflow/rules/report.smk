@@ -14,14 +14,14 @@ TABLE_INPUTS = {
     "table2": evals_at(TABLE2_MODELS, 1.0),
     "table3": evals_at(MARS_B + NOLAR_B, 1.0),
     "table4": evals_at(MARS_B, 1.0) + evals_at(MARS_B, 0.95),
-    "table8": [eval_file(m, "mars", t, "probability", f) for m in SWEEP_MODELS for t in SWEEP_TAUS
+    "table8": [eval_file(m, "mars", t, "probability", f, "sweep") for m in SWEEP_MODELS for t in SWEEP_TAUS
                for f in SWEEP_FAMILIES],
     "table9": evals_at(present("mars_b4"), 0.95)
     + [eval_file("ar_sft_5ep", "jacobi", 1.0, "probability", f) for f in FAMILIES if "ar_sft_5ep" in config["models"]],
     "ablations": evals_at(ABLATION_MODELS, 1.0)
     + evals_at([m for m in ABLATION_MODELS if decode_method(m) != "ar"], 0.95),
 }
-FIG6_INPUTS = [eval_file(METRIC_MODEL, "mars", t, m, f) for m in ("probability", "entropy", "margin")
+FIG6_INPUTS = [eval_file(METRIC_MODEL, "mars", t, m, f, "sweep") for m in ("probability", "entropy", "margin")
                for t in METRIC_TAUS for f in SWEEP_FAMILIES]
 FIG1_INPUT = eval_file(FIG1["model"], "mars", FIG1["tau"], "probability", FIG1["family"])
 
