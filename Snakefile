@@ -5,7 +5,11 @@
 #   snakemake --cores all --profile slurm --configfile configs/paper-0.5b.yaml   paper scale on a cluster
 from snakemake.utils import validate
 
-configfile: "config.yaml"
+# The tiny default, unless --configfile names another config (Snakemake would otherwise merge the two).
+if not config:
+
+    configfile: "config.yaml"
+
 
 
 validate(config, "workflow/schemas/config.schema.json")

@@ -17,10 +17,16 @@ from mars.config import ConfigError
 
 def _world(args) -> None:
     from mars.config import load_config
-    from mars.world.build import build_world
 
     config = load_config(args.config)
-    summary = build_world(config["world"], args.output)
+    if config["world"]["kind"] == "tiny":
+        from mars.world.build import build_world
+
+        summary = build_world(config["world"], args.output)
+    else:
+        from mars.data import export_hf_sft
+
+        summary = export_hf_sft(config["world"], args.output)
     print(json.dumps(summary, indent=2))
 
 
@@ -137,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mars", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
-    world = commands.add_parser("world", help="build the tiny offline world (data, tokenizer, initial model)")
+    world = commands.add_parser("world", help="build the world folder: tiny (data, tokenizer, initial model) or hf (SFT data)")
     world.add_argument("--config", required=True)
     world.add_argument("--output", required=True, help="folder to create")
     world.set_defaults(run=_world)

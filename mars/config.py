@@ -64,9 +64,8 @@ def _error_path(error: jsonschema.ValidationError) -> str:
 def validate(config: dict) -> dict:
     """Raise ConfigError naming the offending key; fill nothing in (defaults live in TrainSpec)."""
     validator = jsonschema.Draft202012Validator(load_schema())
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(list(e.absolute_path)), str(e.path)))
-    if errors:
-        error = errors[0]
+    error = jsonschema.exceptions.best_match(validator.iter_errors(config))
+    if error is not None:
         raise ConfigError(f"config key {_error_path(error)!r}: {error.message}")
     for name, entry in config.get("models", {}).items():
         init = entry.get("init", "world")

@@ -54,3 +54,40 @@ def load_records(data_dir: str | Path, split: str) -> list[dict]:
 
 def load_train_records(data_dir: str | Path) -> list[dict]:
     return load_records(data_dir, "train")
+
+
+def conversation_record(messages: list[dict]) -> dict | None:
+    """A chat SFT example (list of {role, content}) -> {messages: context, response: last assistant turn}."""
+    if not messages or messages[-1].get("role") != "assistant":
+        return None
+    context = [{"role": m["role"], "content": m["content"]} for m in messages[:-1]]
+    if not any(m["role"] == "user" for m in context):
+        return None
+    return {"messages": context, "response": messages[-1]["content"]}
+
+
+def export_hf_sft(world: dict, out: str | Path) -> dict:
+    """The paper-scale SFT data (e.g. allenai/Dolci-Instruct-SFT, a ``messages`` column) as ``<out>/data/train.jsonl``.
+
+    Needs the hub (or a local mirror via HF_DATASETS_CACHE / HF_ENDPOINT); offline it fails with one clear line.
+    """
+    from datasets import load_dataset
+
+    out = Path(out)
+    try:
+        dataset = load_dataset(world["dataset"], split=world.get("split", "train"))
+    except Exception as exc:  # offline, unknown dataset, ...: one line, not a traceback
+        raise ConfigError(f"cannot load dataset {world['dataset']}: {str(exc).splitlines()[0]}") from exc
+    if "messages" not in dataset.column_names:
+        raise ConfigError(f"dataset {world['dataset']} has no 'messages' column")
+    records = []
+    for example in dataset:
+        record = conversation_record(example["messages"])
+        if record is not None:
+            records.append(record)
+        if world.get("max_examples") and len(records) >= world["max_examples"]:
+            break
+    if not records:
+        raise ConfigError(f"dataset {world['dataset']} has no usable conversations")
+    write_jsonl(out / "data" / "train.jsonl", records)
+    return {"train_examples": len(records), "dataset": world["dataset"]}

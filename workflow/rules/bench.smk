@@ -4,7 +4,7 @@
 rule bench:
     input:
         model=model_path(BENCH.get("model", "mars_b4")),
-        data=str(WORLD / "data" / "test.jsonl"),
+        data=str(WORLD / "data" / ("test.jsonl" if TINY else "train.jsonl")),
     output:
         csv=str(RESULTS / "bench" / "bench.csv"),
         json=str(RESULTS / "bench" / "bench.json"),

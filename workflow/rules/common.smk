@@ -5,7 +5,7 @@ RESULTS_ROOT = Path(config.get("results_dir", "results"))
 RESULTS = RESULTS_ROOT / config["name"]
 WORLD = RESULTS / "world"
 TINY = config["world"]["kind"] == "tiny"
-TABLES = RESULTS_ROOT / "tables"
+TABLES = Path(config.get("report", {}).get("tables_dir", RESULTS_ROOT / "tables"))
 FIGURES = Path(config.get("report", {}).get("figures_dir", "paper_figures"))
 EVAL = config.get("eval", {})
 BENCH = config.get("bench", {})
@@ -19,7 +19,7 @@ EVAL_CACHE = EVAL.get("cache", "cursor")
 EVAL_BATCH = EVAL.get("batch_size", 16)
 EVAL_TOKENS = EVAL.get("max_gen_toks", 256)
 BASE = config.get("report", {}).get("base_model", "base" if TINY else "world")
-CONFIGFILE = workflow.configfiles[0] if workflow.configfiles else "config.yaml"
+CONFIGFILE = workflow.configfiles[-1] if workflow.configfiles else "config.yaml"
 
 
 def model_dir(name):

@@ -1,11 +1,14 @@
-# Stage 1: the tiny world (synthetic data, tokenizer, initial model). An hf world downloads on first use instead.
+# Stage 1: the world. Tiny: synthetic data, tokenizer and initial model built here. hf: the SFT data set exported
+# from the hub (the starting model is the hub checkpoint itself, downloaded by the training job).
+
+WORLD_OUTPUTS = {"data": str(WORLD / "data" / "train.jsonl")}
+if TINY:
+    WORLD_OUTPUTS.update(test=str(WORLD / "data" / "test.jsonl"), init=directory(str(WORLD / "init")))
 
 
 rule world:
     output:
-        data=str(WORLD / "data" / "train.jsonl"),
-        test=str(WORLD / "data" / "test.jsonl"),
-        init=directory(str(WORLD / "init")),
+        **WORLD_OUTPUTS,
     params:
         out=str(WORLD),
     log:

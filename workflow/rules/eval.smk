@@ -6,7 +6,10 @@
 
 
 def eval_inputs(wildcards):
-    inputs = {"data": str(WORLD / "data" / "test.jsonl")}
+    """The checkpoint (a hub id is not a file) and, for the tiny profile, the local test split."""
+    inputs = {}
+    if TINY:
+        inputs["data"] = str(WORLD / "data" / "test.jsonl")
     if wildcards.model != "world" or TINY:
         inputs["model"] = model_path(wildcards.model)
     return inputs
