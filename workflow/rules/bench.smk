@@ -18,6 +18,8 @@ rule bench:
         tokens=BENCH.get("max_new_tokens", 128),
         tau=BENCH.get("tau", 0.95),
     threads: workflow.cores
+    conda:
+        "../../envs/eval.yaml"
     log:
         str(RESULTS / "logs" / "bench.log"),
     shell:

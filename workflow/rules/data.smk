@@ -11,6 +11,8 @@ rule world:
         **WORLD_OUTPUTS,
     params:
         out=str(WORLD),
+    conda:
+        "../../envs/train.yaml"
     log:
         str(RESULTS / "logs" / "world.log"),
     shell:

@@ -49,6 +49,8 @@ rule evaluate:
         metric="probability|entropy|margin",
         tau=r"[0-9.]+",
     threads: 1
+    conda:
+        "../../envs/eval.yaml"
     log:
         str(RESULTS / "logs" / "eval" / "{model}" / (SETTING + ".log")),
     shell:
@@ -68,6 +70,8 @@ rule evaluate_sweep:
         metric="probability|entropy|margin",
         tau=r"[0-9.]+",
     threads: 1
+    conda:
+        "../../envs/eval.yaml"
     log:
         str(RESULTS / "logs" / "sweep" / "{model}" / (SETTING + ".log")),
     shell:

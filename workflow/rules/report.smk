@@ -40,6 +40,8 @@ rule table:
         tex=str(TABLES / "{table}.tex"),
     wildcard_constraints:
         table="|".join(TABLE_INPUTS),
+    conda:
+        "../../envs/report.yaml"
     log:
         str(RESULTS / "logs" / "{table}.log"),
     shell:
@@ -54,6 +56,8 @@ rule table5:
         csv=str(TABLES / "table5.csv"),
         md=str(TABLES / "table5.md"),
         tex=str(TABLES / "table5.tex"),
+    conda:
+        "../../envs/report.yaml"
     log:
         str(RESULTS / "logs" / "table5.log"),
     shell:
@@ -69,6 +73,8 @@ rule figure1:
         multiext(str(FIGURES / "fig1_shaded_generation"), ".png", ".pdf"),
     params:
         stem=str(FIGURES / "fig1_shaded_generation"),
+    conda:
+        "../../envs/report.yaml"
     log:
         str(RESULTS / "logs" / "figure1.log"),
     shell:
@@ -83,6 +89,8 @@ rule figure3:
         multiext(str(FIGURES / "fig3_pareto"), ".png", ".pdf"),
     params:
         stem=str(FIGURES / "fig3_pareto"),
+    conda:
+        "../../envs/report.yaml"
     log:
         str(RESULTS / "logs" / "figure3.log"),
     shell:
@@ -96,6 +104,8 @@ rule figure6:
         multiext(str(FIGURES / "fig6_acceptance_metrics"), ".png", ".pdf"),
     params:
         stem=str(FIGURES / "fig6_acceptance_metrics"),
+    conda:
+        "../../envs/report.yaml"
     log:
         str(RESULTS / "logs" / "figure6.log"),
     shell:
@@ -109,6 +119,8 @@ rule figure_wallclock:
         multiext(str(FIGURES / "fig_wallclock"), ".png", ".pdf"),
     params:
         stem=str(FIGURES / "fig_wallclock"),
+    conda:
+        "../../envs/report.yaml"
     log:
         str(RESULTS / "logs" / "figure_wallclock.log"),
     shell:

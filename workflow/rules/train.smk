@@ -12,6 +12,8 @@ rule train:
     wildcard_constraints:
         model="|".join(config["models"]),
     threads: lambda wildcards: config["training"].get("threads", 1) or 1
+    conda:
+        "../../envs/train.yaml"
     log:
         str(RESULTS / "logs" / "train_{model}.log"),
     shell:
