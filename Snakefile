@@ -15,6 +15,9 @@ if not config:
 validate(config, "workflow/schemas/config.schema.json")
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"

@@ -39,6 +39,7 @@ def _tags(pairs: list[str]) -> dict:
 
 def _train(args) -> None:
     from mars.config import load_config, train_spec
+    from mars.tracking import config_hash
     from mars.train import train
 
     config = load_config(args.config)
@@ -46,7 +47,7 @@ def _train(args) -> None:
     metrics = train(spec, init=args.init, data_dir=args.data, output=args.output, experiment=config["name"],
                     run_name=args.model, results_dir=config.get("results_dir", "results"),
                     mask_token=config["world"].get("mask_token"),
-                    tags={"model": args.model, **_tags(args.tag)})
+                    tags={"model": args.model, "config_hash": config_hash(config), **_tags(args.tag)})
     print(json.dumps(metrics, indent=2, default=str))
 
 
@@ -109,15 +110,28 @@ def _bench(args) -> None:
               f"{tpf:>5} {eff:>10}")
 
 
+def _log_report(config: dict, name: str, paths: list) -> None:
+    """Tables and figures are MLflow artifacts of one run per report item, in the config's experiment."""
+    from mars.tracking import config_hash, mlflow_run
+
+    with mlflow_run(config["name"], f"report-{name}", results_dir=config.get("results_dir", "results"),
+                    tags={"kind": "report", "rule": "report", "item": name, "config_hash": config_hash(config)}) as ml:
+        for path in paths:
+            ml.log_artifact(str(path))
+
+
 def _report(args) -> None:
     from mars.config import load_config
 
+    config = load_config(args.config)
     if args.what == "table":
         from mars.report.tables import make_table
 
-        frame = make_table(args.name, load_config(args.config), args.results, args.output,
+        frame = make_table(args.name, config, args.results, args.output,
                            eval_files=args.inputs or None, bench_csv=args.bench)
         print(frame.round(2).to_string(index=False))
+        out = Path(args.output)
+        _log_report(config, args.name, [out, out.with_suffix(".md"), out.with_suffix(".tex")])
         return
     figures = {"fig1": "mars.report.fig1", "fig3": "mars.report.fig3", "fig6": "mars.report.fig6",
                "wallclock": "mars.report.fig_wallclock"}
@@ -137,6 +151,7 @@ def _report(args) -> None:
     else:
         paths = module.main(*args.inputs, args.output)
     print("\n".join(str(p) for p in paths))
+    _log_report(config, args.name, paths)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -35,7 +35,7 @@ rule table:
         evals=lambda wildcards: TABLE_INPUTS[wildcards.table],
         models=lambda wildcards: [model_dir(m) for m in table_models(wildcards.table)],
     output:
-        csv=str(TABLES / "{table}.csv"),
+        csv=report(str(TABLES / "{table}.csv"), caption="../report/table.rst", category="Tables"),
         md=str(TABLES / "{table}.md"),
         tex=str(TABLES / "{table}.tex"),
     wildcard_constraints:
@@ -53,7 +53,7 @@ rule table5:
     input:
         bench=rules.bench.output.csv,
     output:
-        csv=str(TABLES / "table5.csv"),
+        csv=report(str(TABLES / "table5.csv"), caption="../report/table5.rst", category="Tables"),
         md=str(TABLES / "table5.md"),
         tex=str(TABLES / "table5.tex"),
     conda:
@@ -70,7 +70,8 @@ rule figure1:
         eval=FIG1_INPUT,
         model=model_path(FIG1["model"]),
     output:
-        multiext(str(FIGURES / "fig1_shaded_generation"), ".png", ".pdf"),
+        png=report(str(FIGURES / "fig1_shaded_generation.png"), caption="../report/fig1.rst", category="Figures"),
+        pdf=str(FIGURES / "fig1_shaded_generation.pdf"),
     params:
         stem=str(FIGURES / "fig1_shaded_generation"),
     conda:
@@ -78,7 +79,7 @@ rule figure1:
     log:
         str(RESULTS / "logs" / "figure1.log"),
     shell:
-        "mars report figure --name fig1 --inputs {input.eval} {input.model} --output {params.stem} > {log} 2>&1"
+        "mars report figure --config {CONFIGFILE} --name fig1 --inputs {input.eval} {input.model} --output {params.stem} > {log} 2>&1"
 
 
 rule figure3:
@@ -86,7 +87,8 @@ rule figure3:
         table8=str(TABLES / "table8.csv"),
         table2=str(TABLES / "table2.csv"),
     output:
-        multiext(str(FIGURES / "fig3_pareto"), ".png", ".pdf"),
+        png=report(str(FIGURES / "fig3_pareto.png"), caption="../report/fig3.rst", category="Figures"),
+        pdf=str(FIGURES / "fig3_pareto.pdf"),
     params:
         stem=str(FIGURES / "fig3_pareto"),
     conda:
@@ -94,14 +96,15 @@ rule figure3:
     log:
         str(RESULTS / "logs" / "figure3.log"),
     shell:
-        "mars report figure --name fig3 --inputs {input.table8} {input.table2} --output {params.stem} > {log} 2>&1"
+        "mars report figure --config {CONFIGFILE} --name fig3 --inputs {input.table8} {input.table2} --output {params.stem} > {log} 2>&1"
 
 
 rule figure6:
     input:
         FIG6_INPUTS,
     output:
-        multiext(str(FIGURES / "fig6_acceptance_metrics"), ".png", ".pdf"),
+        png=report(str(FIGURES / "fig6_acceptance_metrics.png"), caption="../report/fig6.rst", category="Figures"),
+        pdf=str(FIGURES / "fig6_acceptance_metrics.pdf"),
     params:
         stem=str(FIGURES / "fig6_acceptance_metrics"),
     conda:
@@ -109,14 +112,15 @@ rule figure6:
     log:
         str(RESULTS / "logs" / "figure6.log"),
     shell:
-        "mars report figure --name fig6 --inputs {input} --output {params.stem} > {log} 2>&1"
+        "mars report figure --config {CONFIGFILE} --name fig6 --inputs {input} --output {params.stem} > {log} 2>&1"
 
 
 rule figure_wallclock:
     input:
         rules.bench.output.csv,
     output:
-        multiext(str(FIGURES / "fig_wallclock"), ".png", ".pdf"),
+        png=report(str(FIGURES / "fig_wallclock.png"), caption="../report/wallclock.rst", category="Figures"),
+        pdf=str(FIGURES / "fig_wallclock.pdf"),
     params:
         stem=str(FIGURES / "fig_wallclock"),
     conda:
@@ -124,4 +128,4 @@ rule figure_wallclock:
     log:
         str(RESULTS / "logs" / "figure_wallclock.log"),
     shell:
-        "mars report figure --name wallclock --inputs {input} --output {params.stem} > {log} 2>&1"
+        "mars report figure --config {CONFIGFILE} --name wallclock --inputs {input} --output {params.stem} > {log} 2>&1"
