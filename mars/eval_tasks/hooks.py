@@ -1,0 +1,173 @@
+"""Python hooks of the tiny lm-eval tasks (referenced from the generated YAMLs as ``!function``).
+
+Every function here is importable as ``mars.eval_tasks.hooks.<name>``, so the generated task folder needs no
+``utils.py`` of its own and the YAMLs work from any current directory.
+
+    load_split(data_dir, family, subtask)    ``custom_dataset``: DatasetDict {"train", "test"} of one family
+    process_results_<family>(doc, results)   per-document metrics through ``mars.world.tasks.score``
+    agg_inst_level_acc(items)                IFEval's instruction-level aggregation (true mean over instructions)
+    sandboxed_pass_at_1(references, predictions, k)
+                                             pass@1 metric for the paper profile's ``humaneval_instruct``: the
+                                             harness's own metric runs model code unsandboxed; this one goes
+                                             through ``mars.sandbox.run_python``
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mars.world.tasks import FAMILIES
+
+_FIELDS = ("family", "id", "prompt", "response", "target")
+
+
+def read_records(path: str | Path, family: str, subtask: str | None = None) -> list[dict]:
+    """Records of one family (and bbh subtask) of a world JSONL split, in file order, all fields strings."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            if record.get("family") != family:
+                continue
+            if subtask is not None and decode_target(record).get("subtask") != subtask:
+                continue
+            row = {k: record.get(k, "") for k in _FIELDS}
+            if not isinstance(row["target"], str):  # tolerate a split written with raw (non-JSON-string) targets
+                row["target"] = json.dumps(row["target"], sort_keys=True)
+            out.append(row)
+    return out
+
+
+def decode_target(doc: dict) -> Any:
+    target = doc.get("target")
+    if isinstance(target, str):
+        try:
+            return json.loads(target)
+        except json.JSONDecodeError:
+            return target
+    return target
+
+
+def load_split(data_dir: str = "", family: str = "", subtask: str | None = None, **_: Any):
+    """``custom_dataset`` of every tiny task: the family's records of ``<data_dir>/{train,test}.jsonl``.
+
+    Extra keyword arguments (the task's metadata, which lm-eval passes along) are ignored."""
+    import datasets
+
+    if family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}; expected one of {FAMILIES}")
+    splits = {}
+    for split in ("train", "test"):
+        path = Path(data_dir) / f"{split}.jsonl"
+        if not path.is_file():
+            continue
+        rows = read_records(path, family, subtask)
+        features = datasets.Features({k: datasets.Value("string") for k in _FIELDS})
+        columns = {k: [row[k] for row in rows] for k in _FIELDS}  # (from_list cannot build an empty split)
+        splits[split] = datasets.Dataset.from_dict(columns, features=features)
+    return datasets.DatasetDict(splits)
+
+
+def _completion(results: list) -> str:
+    value = results[0] if results else ""
+    if isinstance(value, (list, tuple)):  # repeats > 1 without a take_first filter
+        value = value[0] if value else ""
+    return value if isinstance(value, str) else ""
+
+
+def _score(family: str, doc: dict, results: list) -> dict[str, float]:
+    from mars.world.tasks import score
+
+    return score(family, _completion(results), decode_target(doc))
+
+
+def process_results_ifeval(doc: dict, results: list) -> dict:
+    """prompt-level strict accuracy, and the per-instruction pass flags (in the order of the doc's
+    ``instruction_id_list``), aggregated over all instructions by :func:`agg_inst_level_acc` as IFEval does."""
+    from mars.world.tasks import check_instruction
+
+    m = _score("ifeval", doc, results)
+    passed, total = int(m["inst_passed"]), int(m["inst_total"])
+    target = decode_target(doc)
+    insts = list(target.get("instruction_id_list") or [])
+    kwargs = list(target.get("kwargs") or [{} for _ in insts])
+    flags = [bool(check_instruction(i, _completion(results), kw)) for i, kw in zip(insts, kwargs)]
+    if len(flags) != total or sum(flags) != passed:  # keep score()'s numbers authoritative
+        flags = [True] * passed + [False] * (total - passed)
+    return {"prompt_level_strict_acc": m["prompt_level_strict_acc"], "inst_level_strict_acc": flags}
+
+
+def agg_inst_level_acc(items: list) -> float:
+    """Mean over all instructions of all prompts (IFEval's ``agg_inst_level_acc``)."""
+    flat = [bool(x) for item in items for x in (item if isinstance(item, (list, tuple)) else [item])]
+    return sum(flat) / len(flat) if flat else 0.0
+
+
+def process_results_bbh(doc: dict, results: list) -> dict:
+    return {"exact_match": _score("bbh", doc, results)["exact_match"]}
+
+
+def process_results_mmlu_pro(doc: dict, results: list) -> dict:
+    return {"exact_match": _score("mmlu_pro", doc, results)["exact_match"]}
+
+
+def process_results_gpqa(doc: dict, results: list) -> dict:
+    return {"exact_match": _score("gpqa", doc, results)["exact_match"]}
+
+
+def process_results_gsm8k(doc: dict, results: list) -> dict:
+    m = _score("gsm8k", doc, results)
+    return {"exact_match": m["exact_match"], "exact_match_flexible": m["exact_match_flexible"]}
+
+
+def process_results_humaneval(doc: dict, results: list) -> dict:
+    return {"pass@1": _score("humaneval", doc, results)["pass@1"]}
+
+
+PROCESS_RESULTS = {
+    "ifeval": process_results_ifeval,
+    "bbh": process_results_bbh,
+    "mmlu_pro": process_results_mmlu_pro,
+    "gpqa": process_results_gpqa,
+    "gsm8k": process_results_gsm8k,
+    "humaneval": process_results_humaneval,
+}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# paper profile: humaneval_instruct scored through the sandbox
+
+
+def humaneval_instruct_predictions(resps: list[list[str]], docs: list[dict]) -> list[list[str]]:
+    """The harness's humaneval_instruct post-processing: the doc's prompt + the answer up to the closing fence."""
+    out = []
+    for resp, doc in zip(resps, docs):
+        out.append([doc["prompt"] + (r if r.find("```") == -1 else r[: r.find("```")]) for r in resp])
+    return out
+
+
+def sandboxed_pass_at_1(references: list[str], predictions: list[list[str]], k: Any = None) -> dict[str, float]:
+    """pass@1 of the first prediction of each reference (``test`` + ``check(entry_point)``), run in the sandbox.
+
+    As in ``mars.world.tasks``: the run counts only if it prints a fresh random marker after the tests (a program
+    that exits 0 before the asserts does not pass)."""
+    import secrets
+
+    from mars.sandbox import run_python
+    from mars.world.tasks import HUMANEVAL_TIMEOUT_S
+
+    passed = []
+    for ref, preds in zip(references, predictions):
+        marker = "tests-done-" + secrets.token_hex(8)
+        program = (preds[0] if preds else "") + "\n\n" + ref + f"\nprint({marker!r})\n"
+        try:
+            result = run_python(program, timeout_s=HUMANEVAL_TIMEOUT_S)
+            ok = bool(getattr(result, "passed", False)) and marker in (getattr(result, "stdout", "") or "")
+        except Exception:
+            ok = False
+        passed.append(float(ok))
+    return {"pass@1": sum(passed) / len(passed) if passed else 0.0}

@@ -1,0 +1,451 @@
+"""``mars eval``: benchmark a checkpoint with lm-evaluation-harness through the ``mars`` model (MARS decoding).
+
+    mars eval --model CKPT --tasks tiny_gsm8k[,tiny_bbh,...|tiny] --profile tiny --data WORLD/data \\
+              --tau 0.95 --block-size 4 --cache cursor --metric probability --method mars \\
+              --limit N --batch-size 16 --max-gen-toks 256 --output results/eval/ar/tiny_gsm8k/tau0.95.json \\
+              [--experiment NAME] [--results-dir results] [--tag k=v ...] [--device cpu]
+
+The ``lm_eval`` CLI cannot import plug-in models, hence this command: it builds one :class:`MARSLM` and calls
+``lm_eval.simple_evaluate(model=<it>, tasks=[task], task_manager=TaskManager(include_path=<generated tiny task
+dir>), apply_chat_template=True, fewshot_as_multiturn=True, log_samples=True, gen_kwargs={"max_gen_toks": N})``
+once PER TASK, so that the decoding statistics (tokens per forward, wall time) of a result belong to that task
+alone.
+
+Output: ONE JSON file per (model, tau, task).  With one task, ``--output`` is that file; with several, ``--output``
+may contain ``{task}`` (replaced by the task name) or ``{family}`` (its family: ``gsm8k``), otherwise the files are ``<stem>.<task>.json`` next to it.  Each
+file is written atomically (temporary file, fsync, rename) after its task finished: a failure leaves no partial
+file.  ``--tasks tiny`` (or ``paper``) means the profile's six tasks.  ``--limit N`` takes the first N documents of
+every harness task (for ``tiny_bbh``: of each subtask).
+
+Result schema (``schema_version`` 1), keys in order:
+
+    schema_version, kind ("mars_eval"), task, family, profile, created (ISO time)
+    model             {path, name, trained_mlflow_run_id, trained_spec}
+    tau               the acceptance threshold (also in model_args)
+    model_args        exact generation arguments: tau, block_size, cache, cache_block_size, metric, method,
+                      mask_token_id, pretrained, batch_size, device, dtype, max_length, eos_token_ids, pad_token_id
+    eval_args         limit, batch_size, max_gen_toks, apply_chat_template, fewshot_as_multiturn, num_fewshot,
+                      data_dir, bootstrap_iters
+    primary_metric    key into metrics (the benchmark's headline number)
+    metrics           {name: {value, stderr}}; name is the harness metric ("exact_match"), with ",<filter>"
+                      appended when the harness used a filter other than "none"; stderr null where the harness
+                      has none ("N/A", e.g. IFEval's instruction-level accuracy)
+    subtasks          {harness subtask: {metrics, n_samples}} (groups such as tiny_bbh; {} otherwise)
+    decoding          generated_tokens, forwards, tokens_per_forward (= generated_tokens / forwards, summed over
+                      the task's requests), requests, model_calls (batched forward calls), decode_wall_time_s,
+                      tokens_per_second, eval_wall_time_s (whole simple_evaluate call, scoring included),
+                      truncated_prompts (prompts left-truncated to max_length - max_gen_toks, as HFLM does)
+    n_samples         {harness task: {original, effective}}
+    n_shot, versions, task_configs     from the harness results ("n-shot", "versions", "configs")
+    lm_eval_version, git_commit
+    mlflow            {run_id, experiment, tracking_uri}
+    samples           one per (document, filter): task, doc_id, id, prompt (the exact chat-templated context),
+                      generation (the model's text, post-truncated at the stop strings), filtered (after the
+                      harness filters), target (the scoring target), reference (the record's gold response,
+                      tiny profile), filter, metrics {name: value}, generated_tokens, forwards, tokens_per_forward,
+                      chunks (tokens produced by each forward), token_ids (the decoder's tokens, EOS included:
+                      token_ids split by chunks = the tokens of each forward, Figure 1), prompt_tokens, truncated
+
+MLflow: one run per result file, in the same store as training (``MLFLOW_TRACKING_URI`` or
+``<results-dir>/mlflow.db``), experiment ``--experiment`` (default: the checkpoint's training experiment from
+``<CKPT>/run_config.json``, else "mars-eval"); tags kind=eval, task, family, profile, tau, method, model_path,
+model_name, output, trained_run_id (``run_config.json`` key ``mlflow_run_id``) and the ``--tag`` pairs; params the
+model and eval args; metrics the metric values (names sanitised for MLflow: ``pass@1`` -> ``pass_1``) and the
+decoding statistics.
+
+Bad input (missing checkpoint, unknown task, tau outside (0, 1], missing data folder, ...) raises
+:class:`mars.config.ConfigError` before anything runs (the CLI prints one ``error:`` line, exit status 2).  The
+paper profile cannot run offline: a data set that cannot be fetched is reported the same way (its MLflow run is
+marked FAILED).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from mars.config import ConfigError
+
+SCHEMA_VERSION = 1
+DEFAULT_EXPERIMENT = "mars-eval"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# command line
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="checkpoint folder (save_pretrained, with its tokenizer)")
+    parser.add_argument("--tasks", required=True,
+                        help="comma-separated task names (tiny_gsm8k,...), family names (gsm8k) or the group "
+                             "(tiny / paper)")
+    parser.add_argument("--profile", default="tiny", choices=("tiny", "paper"),
+                        help="tiny: the tiny world's tasks over --data; paper: the real lm-eval tasks")
+    parser.add_argument("--data", default=None, help="the world's data folder (test.jsonl, train.jsonl); tiny only")
+    parser.add_argument("--tau", type=float, default=1.0, help="acceptance threshold in (0, 1]; 1.0 = AR mode")
+    parser.add_argument("--block-size", type=int, default=4)
+    parser.add_argument("--cache", default="cursor", help="none | cursor | block")
+    parser.add_argument("--cache-block-size", type=int, default=32)
+    parser.add_argument("--metric", default="probability", help="probability | entropy | margin")
+    parser.add_argument("--method", default="mars", help="mars | ar | jacobi | block_diffusion")
+    parser.add_argument("--limit", type=int, default=None, help="first N documents of each harness task")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--max-gen-toks", type=int, default=256)
+    parser.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    parser.add_argument("--output", required=True, help="result JSON (see 'mars.evaluate' for several tasks)")
+    parser.add_argument("--experiment", default=None, help="MLflow experiment (default: the training one)")
+    parser.add_argument("--results-dir", default="results", help="folder of the MLflow store (mlflow.db)")
+    parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="extra MLflow tag")
+
+
+def run_eval_command(args: argparse.Namespace) -> None:
+    written = evaluate(model=args.model, tasks=args.tasks, profile=args.profile, data=args.data, tau=args.tau,
+                       block_size=args.block_size, cache=args.cache, cache_block_size=args.cache_block_size,
+                       metric=args.metric, method=args.method, limit=args.limit, batch_size=args.batch_size,
+                       max_gen_toks=args.max_gen_toks, output=args.output, experiment=args.experiment,
+                       results_dir=args.results_dir, tags=parse_tags(args.tag), device=args.device)
+    print(json.dumps([{"task": r["task"], "output": str(p), "primary_metric": r["primary_metric"],
+                       "value": r["metrics"].get(r["primary_metric"], {}).get("value"),
+                       "tokens_per_forward": r["decoding"]["tokens_per_forward"]} for p, r in written], indent=2))
+
+
+def parse_tags(pairs: list[str] | None) -> dict[str, str]:
+    pairs = pairs or []
+    bad = [p for p in pairs if "=" not in p or not p.split("=", 1)[0]]
+    if bad:
+        raise ConfigError(f"--tag needs KEY=VALUE, got {bad[0]!r}")
+    return dict(p.split("=", 1) for p in pairs)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# input checks
+
+
+def _check_checkpoint(model: str | os.PathLike) -> Path:
+    path = Path(model).expanduser()
+    if not path.exists():
+        raise ConfigError(f"checkpoint not found: {model}")
+    if not path.is_dir() or not (path / "config.json").is_file():
+        raise ConfigError(f"not a checkpoint folder (no config.json): {model}")
+    return path.resolve()
+
+
+def _read_run_config(path: Path) -> dict:
+    try:
+        return json.loads((path / "run_config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _positive(name: str, value, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def output_paths(output: str | os.PathLike, tasks: list[str]) -> dict[str, Path]:
+    text = str(output)
+    if not text.endswith(".json"):
+        raise ConfigError(f"--output must be a .json file, got {text!r}")
+    if "{task}" in text or "{family}" in text:
+        from mars.eval_tasks import family_of
+
+        paths = {t: Path(text.replace("{task}", t).replace("{family}", family_of(t) or t)) for t in tasks}
+    elif len(tasks) == 1:
+        paths = {tasks[0]: Path(text)}
+    else:
+        base = Path(text)
+        paths = {t: base.with_name(f"{base.stem}.{t}.json") for t in tasks}
+    for p in paths.values():
+        if p.exists() and p.is_dir():
+            raise ConfigError(f"--output is a folder: {p}")
+    return {t: p.expanduser().resolve() for t, p in paths.items()}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# result assembly
+
+
+def _split_metrics(entry: dict) -> dict[str, dict[str, Any]]:
+    """Harness result entry {"exact_match,none": v, "exact_match_stderr,none": s, ...} -> {name: {value, stderr}}."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in entry.items():
+        if "," not in key or isinstance(value, (dict, list)):
+            continue
+        metric, filt = key.split(",", 1)
+        if metric.endswith("_stderr"):
+            continue
+        stderr = entry.get(f"{metric}_stderr,{filt}")
+        if not isinstance(stderr, (int, float)) or isinstance(stderr, bool):
+            stderr = None
+        name = metric if filt == "none" else f"{metric},{filt}"
+        out[name] = {"value": value, "stderr": stderr}
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _leaves(results: dict, name: str) -> list[str]:
+    subtasks = results.get("group_subtasks", {})
+    if name not in subtasks:
+        return [name]
+    leaves: list[str] = []
+    for child in subtasks[name]:
+        leaves.extend(_leaves(results, child) if child in subtasks else [child])
+    return leaves
+
+
+def build_record(results: dict, *, task: str, family: str, profile: str, lm, model_path: Path, run_config: dict,
+                 eval_args: dict, eval_wall_time_s: float, primary_metric: str) -> dict:
+    from mars.eval_tasks.hooks import decode_target
+
+    leaves = _leaves(results, task)
+    entry = results.get("results", {}).get(task) or results.get("groups", {}).get(task) or {}
+    subtasks = {}
+    if leaves != [task]:
+        for leaf in leaves:
+            subtasks[leaf] = {"metrics": _split_metrics(results["results"].get(leaf, {})),
+                              "n_samples": results.get("n-samples", {}).get(leaf)}
+
+    per_task = lm.stats_by_task()
+    per_request = {(r["task"], r["doc_id"]): r for r in lm.decode_stats["requests"]}
+    gen = sum(per_task.get(leaf, {}).get("generated_tokens", 0) for leaf in leaves)
+    fwd = sum(per_task.get(leaf, {}).get("forwards", 0) for leaf in leaves)
+    decode_wall = sum(per_task.get(leaf, {}).get("wall_time_s", 0.0) for leaf in leaves)
+    decoding_stats = {
+        "generated_tokens": gen, "forwards": fwd, "tokens_per_forward": gen / fwd if fwd else 0.0,
+        "requests": sum(per_task.get(leaf, {}).get("requests", 0) for leaf in leaves),
+        "model_calls": lm.decode_stats["model_calls"], "decode_wall_time_s": decode_wall,
+        "tokens_per_second": gen / decode_wall if decode_wall > 0 else 0.0, "eval_wall_time_s": eval_wall_time_s,
+        "truncated_prompts": sum(per_task.get(leaf, {}).get("truncated_prompts", 0) for leaf in leaves),
+    }
+
+    samples = []
+    for leaf in leaves:
+        for s in results.get("samples", {}).get(leaf, []):
+            doc = s.get("doc") or {}
+            stats = per_request.get((leaf, s.get("doc_id")), {})
+            resps = s.get("resps") or [[""]]
+            first = resps[0][0] if resps and resps[0] else ""
+            filtered = s.get("filtered_resps") or [""]
+            args = s.get("arguments") or [[""]]
+            samples.append({
+                "task": leaf, "doc_id": s.get("doc_id"), "id": doc.get("id") if isinstance(doc, dict) else None,
+                "prompt": args[0][0] if args and args[0] else "",
+                "generation": first, "filtered": filtered[0] if len(filtered) == 1 else filtered,
+                "target": decode_target(doc) if profile == "tiny" else s.get("target"),
+                "reference": doc.get("response") if profile == "tiny" else None,
+                "filter": s.get("filter"), "metrics": {m: s.get(m) for m in s.get("metrics", [])},
+                "generated_tokens": stats.get("generated_tokens"), "forwards": stats.get("forwards"),
+                "tokens_per_forward": stats.get("tokens_per_forward"), "chunks": stats.get("chunks"),
+                "token_ids": stats.get("token_ids"),
+                "prompt_tokens": stats.get("prompt_tokens"), "truncated": stats.get("truncated"),
+            })
+
+    import lm_eval
+
+    from mars.tracking import git_commit
+
+    names = [task, *[leaf for leaf in leaves if leaf != task]]
+    record = {
+        "schema_version": SCHEMA_VERSION, "kind": "mars_eval", "task": task, "family": family, "profile": profile,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "model": {"path": str(model_path), "name": model_path.name,
+                  "trained_mlflow_run_id": run_config.get("mlflow_run_id"), "trained_spec": run_config.get("spec")},
+        "tau": lm.decoding_args["tau"],
+        "model_args": lm.model_args(),
+        "eval_args": eval_args,
+        "primary_metric": primary_metric,
+        "metrics": _split_metrics(entry),
+        "subtasks": subtasks,
+        "decoding": decoding_stats,
+        "n_samples": {leaf: results.get("n-samples", {}).get(leaf) for leaf in leaves},
+        "n_shot": {n: results.get("n-shot", {}).get(n) for n in names if n in results.get("n-shot", {})},
+        "versions": {n: results.get("versions", {}).get(n) for n in names if n in results.get("versions", {})},
+        "task_configs": {leaf: results.get("configs", {}).get(leaf) for leaf in leaves},
+        "lm_eval_version": getattr(lm_eval, "__version__", "unknown"),
+        "git_commit": git_commit(),
+        "mlflow": None,
+        "samples": samples,
+    }
+    return _jsonable(record)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, ensure_ascii=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+_MLFLOW_BAD = re.compile(r"[^0-9A-Za-z_\-. :/]")
+
+
+def mlflow_metric_name(name: str) -> str:
+    return _MLFLOW_BAD.sub("_", name)
+
+
+def _mlflow_metrics(record: dict) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, m in record["metrics"].items():
+        if isinstance(m.get("value"), (int, float)):
+            out[mlflow_metric_name(name)] = float(m["value"])
+        if isinstance(m.get("stderr"), (int, float)):
+            out[mlflow_metric_name(name) + "_stderr"] = float(m["stderr"])
+    for key in ("tokens_per_forward", "generated_tokens", "forwards", "requests", "model_calls",
+                "decode_wall_time_s", "tokens_per_second", "eval_wall_time_s", "truncated_prompts"):
+        out[key] = float(record["decoding"][key])
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the evaluation
+
+
+class _DropCustomDatasetNotice:
+    """Drops lm-eval's per-task "Custom kwargs can be passed to --metadata" notice (custom_dataset tasks)."""
+
+    def filter(self, record) -> bool:
+        return "Custom kwargs can be passed" not in record.getMessage()
+
+
+def _quiet_harness_notices() -> None:
+    import logging
+
+    task_logger = logging.getLogger("lm_eval.api.task")
+    if not any(isinstance(f, _DropCustomDatasetNotice) for f in task_logger.filters):
+        task_logger.addFilter(_DropCustomDatasetNotice())
+
+
+def evaluate(*, model: str | os.PathLike, tasks: str | list[str], profile: str = "tiny",
+             data: str | os.PathLike | None = None, tau: float = 1.0, block_size: int = 4, cache: str = "cursor",
+             cache_block_size: int = 32, metric: str = "probability", method: str = "mars",
+             limit: int | None = None, batch_size: int = 16, max_gen_toks: int = 256,
+             output: str | os.PathLike, experiment: str | None = None, results_dir: str | os.PathLike = "results",
+             tags: dict[str, str] | None = None, device: str | None = None,
+             bootstrap_iters: int = 1000) -> list[tuple[Path, dict]]:
+    """Evaluate ``model`` on ``tasks``; writes one JSON per task and returns [(path, record)] (module docstring)."""
+    from mars.eval_tasks import (PAPER_FEWSHOT, PAPER_PRIMARY_METRIC, PRIMARY_METRIC, paper_task_spec,
+                                 resolve_tasks, write_task_dir)
+    from mars.lm_eval_model import check_decoding_args
+
+    # ---- every input check first: nothing runs, nothing is written on bad input
+    model_path = _check_checkpoint(model)
+    names = tasks.split(",") if isinstance(tasks, str) else list(tasks)
+    selected = resolve_tasks(names, profile)
+    try:
+        decoding_args = check_decoding_args(tau=tau, block_size=block_size, cache=cache,
+                                            cache_block_size=cache_block_size, metric=metric, method=method)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    limit = _positive("--limit", limit, allow_none=True)
+    batch_size = _positive("--batch-size", batch_size)
+    max_gen_toks = _positive("--max-gen-toks", max_gen_toks)
+    paths = output_paths(output, [t for t, _ in selected])
+    tags = dict(tags or {})
+    run_config = _read_run_config(model_path)
+    experiment = experiment or run_config.get("experiment") or DEFAULT_EXPERIMENT
+
+    with tempfile.TemporaryDirectory(prefix="mars_eval_tasks_") as task_dir:
+        data_dir = None
+        if profile == "tiny":
+            from mars.eval_tasks import check_data_dir
+
+            data_dir = check_data_dir(data)
+            written = write_task_dir(data_dir, task_dir, max_gen_toks=max_gen_toks)
+            missing = [t for t, _ in selected if t not in written]
+            if missing:
+                raise ConfigError(f"task {missing[0]} has no test records in {data_dir}")
+        elif data is not None:
+            print("[mars eval] --data is ignored by profile 'paper' (its tasks load their own data sets)",
+                  file=sys.stderr)
+
+        from mars.lm_eval_model import MARSLM
+
+        try:
+            lm = MARSLM(pretrained=str(model_path), batch_size=batch_size, device=device, **decoding_args)
+        except ValueError as exc:
+            raise ConfigError(str(exc).splitlines()[0]) from None
+        except OSError as exc:
+            raise ConfigError(f"cannot load checkpoint {model}: {str(exc).splitlines()[0]}") from None
+
+        from lm_eval import simple_evaluate
+        from lm_eval.tasks import TaskManager
+
+        _quiet_harness_notices()
+
+        if profile == "tiny":
+            task_manager = TaskManager(include_path=task_dir, include_defaults=False)
+        else:
+            task_manager = TaskManager()
+
+        from mars.tracking import log_metrics, mlflow_run, tracking_uri
+
+        out: list[tuple[Path, dict]] = []
+        for task, family in selected:
+            spec = task if profile == "tiny" else paper_task_spec(family, task_manager)
+            num_fewshot = None if profile == "tiny" else PAPER_FEWSHOT[family]
+            eval_args = {"limit": limit, "batch_size": batch_size, "max_gen_toks": max_gen_toks,
+                         "apply_chat_template": True, "fewshot_as_multiturn": True,
+                         "num_fewshot": num_fewshot, "data_dir": str(data_dir) if data_dir else None,
+                         "bootstrap_iters": bootstrap_iters}
+            run_tags = {"kind": "eval", "task": task, "family": family, "profile": profile,
+                        "tau": str(decoding_args["tau"]), "method": decoding_args["method"],
+                        "model_path": str(model_path), "model_name": model_path.name, "output": str(paths[task]),
+                        **({"trained_run_id": run_config["mlflow_run_id"]} if run_config.get("mlflow_run_id")
+                           else {}),
+                        **tags}
+            params = {**{f"model.{k}": v for k, v in decoding_args.items()},
+                      **{f"eval.{k}": v for k, v in eval_args.items()}}
+            run_name = f"eval/{model_path.name}/{task}/tau={decoding_args['tau']}"
+            print(f"[mars eval] {task} ({profile}) tau={decoding_args['tau']} model={model_path}", file=sys.stderr)
+            with mlflow_run(experiment, run_name, results_dir=results_dir, tags=run_tags, params=params) as mlflow:
+                lm.reset_stats()
+                start = time.perf_counter()
+                try:
+                    results = simple_evaluate(
+                        model=lm, tasks=[spec], task_manager=task_manager, num_fewshot=num_fewshot, limit=limit,
+                        apply_chat_template=True, fewshot_as_multiturn=True, log_samples=True,
+                        gen_kwargs={"max_gen_toks": max_gen_toks}, bootstrap_iters=bootstrap_iters,
+                        confirm_run_unsafe_code=True)  # model code runs only through mars.sandbox (task metrics)
+                except ConnectionError as exc:  # paper profile offline: the data sets live on the hub
+                    raise ConfigError(f"task {task} needs its data set from the hub: "
+                                      f"{str(exc).splitlines()[0]}") from None
+                elapsed = time.perf_counter() - start
+                primary = PRIMARY_METRIC[family] if profile == "tiny" else PAPER_PRIMARY_METRIC[family]
+                record = build_record(results, task=task, family=family, profile=profile, lm=lm,
+                                      model_path=model_path, run_config=run_config, eval_args=eval_args,
+                                      eval_wall_time_s=elapsed, primary_metric=primary)
+                active = mlflow.active_run()
+                record["mlflow"] = {"run_id": active.info.run_id if active else None, "experiment": experiment,
+                                    "tracking_uri": tracking_uri(results_dir)}
+                log_metrics(_mlflow_metrics(record))
+                write_json_atomic(paths[task], record)
+            value = record["metrics"].get(primary, {}).get("value")
+            print(f"[mars eval] {task}: {primary}={value} tokens/forward="
+                  f"{record['decoding']['tokens_per_forward']:.3f} -> {paths[task]}", file=sys.stderr)
+            out.append((paths[task], record))
+        return out
