@@ -89,7 +89,7 @@ class Tables:
                 ("MARS (B=4)", "mars_b4")]
         table = pd.DataFrame([r for r in (self.with_cost(self.row(*x)) for x in rows) if r])
         paper = pd.read_csv(PAPER / "table2.csv")
-        paper = paper[paper.model_size == model_size(self.config)].rename(columns={"model": "row"})
+        paper = paper[paper.model_size == model_size(self.config)].drop(columns="model_size").rename(columns={"model": "row"})
         return _beside(table, paper, on="row")
 
     def table3(self) -> pd.DataFrame:

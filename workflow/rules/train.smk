@@ -11,7 +11,7 @@ rule train:
         data=str(WORLD / "data"),
     wildcard_constraints:
         model="|".join(config["models"]),
-    threads: lambda wildcards: config["training"].get("threads", 1) or 1
+    threads: lambda wildcards: config["models"][wildcards.model].get("threads", config["training"].get("threads", 1)) or 1
     conda:
         "../../envs/train.yaml"
     log:

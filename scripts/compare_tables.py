@@ -1,0 +1,36 @@
+"""Compare the tables of two pipeline runs, ignoring wall-clock columns (they differ between any two runs).
+
+    python scripts/compare_tables.py RUN_A/results/smoke/tables RUN_B/results/smoke/tables
+Exit status 0 when every table has the same rows, columns and (non-timing) values.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+TIMING = re.compile(r"(time|_s$|tokens_per_s|speedup|efficiency|t_1token|t_window)")
+
+
+def main(a: str, b: str) -> int:
+    left, right = sorted(Path(a).glob("*.csv")), sorted(Path(b).glob("*.csv"))
+    if [p.name for p in left] != [p.name for p in right] or not left:
+        print(f"different table sets: {[p.name for p in left]} vs {[p.name for p in right]}")
+        return 1
+    status = 0
+    for x, y in zip(left, right):
+        fx, fy = pd.read_csv(x), pd.read_csv(y)
+        keep = [c for c in fx.columns if not TIMING.search(c)]
+        if list(fx.columns) != list(fy.columns) or not fx[keep].equals(fy[keep]):
+            print(f"{x.name}: differs")
+            status = 1
+        else:
+            print(f"{x.name}: same ({len(fx)} rows, {len(keep)} of {len(fx.columns)} columns compared)")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))
