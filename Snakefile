@@ -3,7 +3,14 @@
 #   snakemake --cores all                              the tiny default (config.yaml), on a laptop CPU
 #   snakemake results/tables/table2.csv                only what Table 2 needs
 #   snakemake --cores all --profile slurm --configfile configs/paper-0.5b.yaml   paper scale on a cluster
+import os
+import sys
+
 from snakemake.utils import validate
+
+# Jobs call the `mars` command of the interpreter running Snakemake (e.g. .venv/bin/snakemake without activating
+# the venv); a rule's conda environment, when used, comes first on PATH instead.
+os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 # The tiny default, unless --configfile names another config (Snakemake would otherwise merge the two).
 if not config:
