@@ -535,8 +535,9 @@ def bd_decode_loop(model, rows: list[_BDRow], *, B: int, tau: float, metric: str
 # public entry point
 
 
-def _validate(prompts, method, block_size, tau, cache, cache_block_size, metric, max_new_tokens, mask_token_id,
-              stop_sequences) -> None:
+def check_settings(method: str, block_size: int, tau: float, cache: str = "cursor", cache_block_size: int = 32,
+                   metric: str = "probability", max_new_tokens: int = 1) -> None:
+    """ValueError with one clear message for a decoding setting that cannot work."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
     if cache not in CACHES:
@@ -551,6 +552,11 @@ def _validate(prompts, method, block_size, tau, cache, cache_block_size, metric,
         raise ValueError(f"cache_block_size must be an integer >= 1, got {cache_block_size!r}")
     if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+
+
+def _validate(prompts, method, block_size, tau, cache, cache_block_size, metric, max_new_tokens, mask_token_id,
+              stop_sequences) -> None:
+    check_settings(method, block_size, tau, cache, cache_block_size, metric, max_new_tokens)
     if method in ("mars", "block_diffusion") and mask_token_id is None:
         raise ValueError(f"method {method!r} needs mask_token_id")
     if not prompts:

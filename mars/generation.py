@@ -13,7 +13,7 @@ import torch
 from tqdm.auto import tqdm
 
 from mars.config import ConfigError
-from mars.decoding import CACHES, METHODS, METRICS, generate
+from mars.decoding import check_settings, generate
 
 
 @dataclass
@@ -56,17 +56,11 @@ def encode_prompts(tokenizer, prompts: list[str], chat: bool = True) -> list[lis
 
 
 def check_decoding_args(method: str, cache: str, metric: str, tau: float, block_size: int) -> None:
-    """The decoder raises ValueError too; this turns CLI mistakes into one clear ConfigError line."""
-    if method not in METHODS:
-        raise ConfigError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
-    if cache not in CACHES:
-        raise ConfigError(f"unknown cache {cache!r}; expected one of {', '.join(CACHES)}")
-    if metric not in METRICS:
-        raise ConfigError(f"unknown acceptance metric {metric!r}; expected one of {', '.join(METRICS)}")
-    if not 0.0 < tau <= 1.0:
-        raise ConfigError(f"tau must be in (0, 1], got {tau}")
-    if block_size < 1:
-        raise ConfigError(f"block size must be >= 1, got {block_size}")
+    """The decoder's own checks, as one ConfigError line for the command line."""
+    try:
+        check_settings(method, block_size, tau, cache, metric=metric)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def truncate_at_stop(text: str, stop: list[str]) -> str:

@@ -75,24 +75,12 @@ def _as_int(name: str, value: Any) -> int:
 
 
 def check_decoding_args(*, tau, block_size, cache, cache_block_size, metric, method) -> dict:
-    """Normalised MARS decoding arguments; ValueError with one clear line on a bad value."""
-    tau = _as_float("tau", tau)
-    if not 0.0 < tau <= 1.0:
-        raise ValueError(f"tau must be in (0, 1], got {tau}")
-    block_size = _as_int("block_size", block_size)
-    if block_size < 1:
-        raise ValueError(f"block_size must be >= 1, got {block_size}")
-    cache_block_size = _as_int("cache_block_size", cache_block_size)
-    if cache_block_size < 1:
-        raise ValueError(f"cache_block_size must be >= 1, got {cache_block_size}")
-    if method not in decoding.METHODS:
-        raise ValueError(f"method must be one of {', '.join(decoding.METHODS)}; got {method!r}")
-    if cache not in decoding.CACHES:
-        raise ValueError(f"cache must be one of {', '.join(decoding.CACHES)}; got {cache!r}")
-    if metric not in decoding.METRICS:
-        raise ValueError(f"metric must be one of {', '.join(decoding.METRICS)}; got {metric!r}")
-    return dict(tau=tau, block_size=block_size, cache=cache, cache_block_size=cache_block_size, metric=metric,
-                method=method)
+    """Normalised MARS decoding arguments (model args arrive as strings); ValueError with one clear line."""
+    args = dict(tau=_as_float("tau", tau), block_size=_as_int("block_size", block_size), cache=cache,
+                cache_block_size=_as_int("cache_block_size", cache_block_size), metric=metric, method=method)
+    decoding.check_settings(args["method"], args["block_size"], args["tau"], args["cache"],
+                            args["cache_block_size"], args["metric"])
+    return args
 
 
 @register_model("mars")

@@ -71,7 +71,7 @@ def test_generate_cli_shows_chunks(trained_tiny, capsys):
     (["--tau", "0"], "tau"),
     (["--cache", "disk"], "cache"),
     (["--metric", "vibes"], "metric"),
-    (["--block-size", "-1"], "block size"),
+    (["--block-size", "-1"], "block_size"),
     (["--method", "beam"], "method"),
     (["--max-new-tokens", "0"], "max-new-tokens"),
 ])
