@@ -17,7 +17,7 @@ rule bench:
         reps=BENCH.get("reps", 3),
         tokens=BENCH.get("max_new_tokens", 128),
         tau=BENCH.get("tau", 0.95),
-    threads: workflow.cores
+    threads: BENCH.get("threads", 2)  # fixed (not --cores) so a SLURM job measures the same thing
     conda:
         "../../envs/eval.yaml"
     log:
