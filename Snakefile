@@ -25,6 +25,11 @@ validate(config, "workflow/schemas/config.schema.json")
 report: "workflow/report/workflow.rst"
 
 
+from mars.tracking import config_hash
+
+os.environ["MARS_CONFIG_HASH"] = config_hash(config)  # tagged on every MLflow run of this pipeline
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"

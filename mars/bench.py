@@ -195,4 +195,24 @@ def run_bench(model_path: str, data_dir: str, out_dir: str, *, batch_sizes=(1, 4
     (out / "bench.json.tmp").write_text(json.dumps(meta, indent=2))
     os.replace(tmp, out / "bench.csv")
     os.replace(out / "bench.json.tmp", out / "bench.json")
+    log_bench(model_path, out, rows, meta)
     return rows
+
+
+def log_bench(model_path, out: Path, rows: list[dict], meta: dict) -> None:
+    """One MLflow run per benchmark, in the trained model's experiment, with the CSV and JSON as artifacts."""
+    from mars.tracking import log_metrics, mlflow_run
+
+    run_config = Path(model_path) / "run_config.json"
+    trained = json.loads(run_config.read_text()) if run_config.is_file() else {}
+    params = {k: v for k, v in meta.items() if k not in ("rows", "machine")}
+    tags = {"kind": "bench", "rule": "bench", "model": Path(model_path).name,
+            "trained_run_id": str(trained.get("mlflow_run_id"))}
+    with mlflow_run(trained.get("experiment", "mars-bench"), f"bench/{Path(model_path).name}",
+                    results_dir=os.environ.get("MARS_RESULTS_DIR", "results"), tags=tags, params=params) as mlflow:
+        for r in rows:
+            log_metrics({f"{r['setting']}_b{r['batch_size']}_{k}": r[k] for k in
+                         ("tokens_per_s", "speedup_vs_ar_kv", "tokens_per_forward", "decode_efficiency")
+                         if r.get(k) is not None})
+        mlflow.log_artifact(str(out / "bench.csv"))
+        mlflow.log_artifact(str(out / "bench.json"))

@@ -63,7 +63,9 @@ def mlflow_run(experiment: str, run_name: str, *, results_dir="results", tags=No
     run = _retry(mlflow.start_run, run_id=run_id, run_name=None if run_id else run_name)
     try:
         if not run_id:
-            _retry(mlflow.set_tags, {"git_commit": git_commit(), **(tags or {})})
+            # The workflow exports the hash of its config, so every run of one pipeline carries it.
+            context = {"config_hash": os.environ["MARS_CONFIG_HASH"]} if os.environ.get("MARS_CONFIG_HASH") else {}
+            _retry(mlflow.set_tags, {"git_commit": git_commit(), **context, **(tags or {})})
             if params:
                 _retry(mlflow.log_params, {k: str(v)[:500] for k, v in params.items()})
         yield mlflow

@@ -121,3 +121,56 @@ def test_bench_writes_table5_data(trained_tiny, tmp_path, capsys):
         assert len(counts) == 1
     meta = json.loads((out / "bench.json").read_text())
     assert meta["machine"]["torch"] == torch.__version__ and meta["tau"] == 0.5
+
+
+@pytest.fixture(scope="module")
+def ragged(trained_tiny):
+    """Ten test prompts of the trained tiny world (lengths differ: a ragged batch)."""
+    model, tokenizer = load_model(trained_tiny["mars"])
+    records = load_records(trained_tiny["world"] / "data", "test")
+    prompts = encode_prompts(tokenizer, [r["prompt"] for r in records[::4][:10]])
+    assert len({len(p) for p in prompts}) > 3
+    return model, tokenizer, prompts
+
+
+def hf_greedy(model, tokenizer, prompts, max_new_tokens):
+    width = max(len(p) for p in prompts)
+    pad = tokenizer.pad_token_id
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    with torch.inference_mode():
+        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=max_new_tokens,
+                             eos_token_id=tokenizer.eos_token_id, pad_token_id=pad)[:, width:].tolist()
+    return [row[: row.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in row else row for row in out]
+
+
+def test_trained_model_one_token_mode_equals_hf_generate_for_every_cache(ragged):
+    from mars.decoding import generate
+
+    model, tokenizer, prompts = ragged
+    reference = hf_greedy(model, tokenizer, prompts, 48)
+    assert any(tokenizer.eos_token_id in r for r in reference)  # some rows end early, others run the budget
+    kwargs = dict(eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id,
+                  mask_token_id=tokenizer.mask_token_id, max_new_tokens=48, tau=1.0)
+    for method, cache, c in [("mars", "none", 32), ("mars", "block", 4), ("mars", "block", 32), ("mars", "cursor", 32),
+                             ("ar", "cursor", 32), ("jacobi", "cursor", 32)]:
+        outs = generate(model, prompts, method=method, cache=cache, cache_block_size=c, block_size=4, **kwargs)
+        assert [o.token_ids for o in outs] == reference, (method, cache, c)
+        if method != "jacobi":
+            assert all(o.forwards == len(o.token_ids) for o in outs)
+
+
+@pytest.mark.parametrize("tau", [0.95, 0.7, 0.5])
+def test_trained_model_caches_give_the_uncached_tokens(ragged, tau):
+    from mars.decoding import generate
+
+    model, tokenizer, prompts = ragged
+    kwargs = dict(eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id,
+                  mask_token_id=tokenizer.mask_token_id, max_new_tokens=48, tau=tau, block_size=4, method="mars")
+    uncached = generate(model, prompts, cache="none", **kwargs)
+    for cache, c in [("block", 4), ("block", 16), ("cursor", 32)]:
+        outs = generate(model, prompts, cache=cache, cache_block_size=c, **kwargs)
+        assert [o.token_ids for o in outs] == [o.token_ids for o in uncached], (cache, c)
+        assert [o.chunks for o in outs] == [o.chunks for o in uncached], (cache, c)
+    if tau <= 0.7:
+        assert max(max(o.chunks) for o in uncached) > 1  # multi-token acceptance really happened

@@ -23,7 +23,8 @@ def weights(folder) -> dict:
 
 @pytest.mark.parametrize("method,attention,w_ar", [("mars", "mars", 1.0), ("mars", "bidirectional", 1.0),
                                                    ("mars", "mars", 0.0), ("block_diffusion", "mars", 0.0)])
-def test_short_run_lowers_the_losses(small_init, tmp_path, method, attention, w_ar):
+def test_short_run_lowers_the_losses(small_init, tmp_path, monkeypatch, method, attention, w_ar):
+    monkeypatch.setenv("MARS_CONFIG_HASH", "cafe12345678")  # what the workflow exports
     out = tmp_path / "model"
     metrics = train(spec(method=method, attention=attention, w_ar=w_ar, epochs=4), init=str(small_init / "init"),
                     data_dir=str(small_init / "data"), output=str(out), experiment="test")
@@ -40,6 +41,7 @@ def test_short_run_lowers_the_losses(small_init, tmp_path, method, attention, w_
     client = mlflow.MlflowClient()
     run = client.get_run(run_id)
     assert run.data.params["block_size"] == "4" and run.data.params["method"] == method
+    assert run.data.tags["config_hash"] == "cafe12345678" and run.data.tags["git_commit"]
     assert len(client.get_metric_history(run_id, "loss_mask")) == 32  # logging_steps=1: one value per step
     assert "optimizer_steps" in run.data.metrics
     assert "run_config.json" in [a.path for a in client.list_artifacts(run_id)]
