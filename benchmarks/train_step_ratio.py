@@ -47,6 +47,7 @@ def trainer_for(fields: dict, init: Path, data: Path, work: Path, batch_size: in
     if dense:
         trainer.trim_noisy_prefix = False
     trainer.create_optimizer_and_scheduler(num_training_steps=1000)
+    trainer.current_gradient_accumulation_steps = 1  # set by train() normally; this script times single steps
     model.train()
     return trainer
 

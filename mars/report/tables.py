@@ -208,12 +208,14 @@ def write_table(frame: pd.DataFrame, output: str | Path, caption: str = "") -> N
     """CSV (the data), Markdown and LaTeX booktabs renderings; each written whole or not at all."""
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    rounded = frame.round(2)
+    # two decimals, but single-forward timings (milliseconds) keep five
+    rounded = frame.round({c: 5 if c.startswith("t_") else 2 for c in frame.columns})
     texts = {
         output: rounded.to_csv(index=False),
         output.with_suffix(".md"): (f"{caption}\n\n" if caption else "") + rounded.to_markdown(index=False) + "\n",
-        output.with_suffix(".tex"): rounded.style.hide(axis="index").format(precision=2, na_rep="--").to_latex(
-            hrules=True, caption=caption or None),
+        output.with_suffix(".tex"): rounded.style.hide(axis="index").format(precision=2, na_rep="--")
+        .format({c: "{:.5f}" for c in frame.columns if c.startswith("t_")}, na_rep="--")
+        .to_latex(hrules=True, caption=caption or None),
     }
     for path, text in texts.items():
         tmp = path.with_name(path.name + ".tmp")
