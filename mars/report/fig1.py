@@ -45,13 +45,14 @@ def draw(pieces: list[str], title: str, stem: Path, width_chars: int = 70) -> li
         lines.append(line)
     fig, ax = plt.subplots(figsize=(8, 0.32 * len(lines) + 0.8))
     ax.axis("off")
-    char_w, line_h = 1.0 / width_chars, 1.0 / max(len(lines), 1)
+    renderer = fig.canvas.get_renderer()
+    line_h = 1.0 / max(len(lines), 1)
     for row, parts in enumerate(lines):
         x = 0.0
-        for text, index in parts:
-            ax.text(x, 1 - (row + 0.5) * line_h, text, family="monospace", fontsize=8, va="center", ha="left",
-                    bbox={"facecolor": colors[index % 2], "edgecolor": "none", "pad": 1.2})
-            x += len(text) * char_w
+        for text, index in parts:  # each chunk placed right after the previous one, measured as rendered
+            artist = ax.text(x, 1 - (row + 0.5) * line_h, text, family="monospace", fontsize=8, va="center",
+                             ha="left", bbox={"facecolor": colors[index % 2], "edgecolor": "none", "pad": 1.2})
+            x += artist.get_window_extent(renderer=renderer).width / ax.get_window_extent(renderer=renderer).width
     ax.set_title(title, fontsize=9)
     return save(fig, stem)
 
