@@ -29,5 +29,8 @@ planned=$(grep -E "^total +[0-9]+" "$SLURM/run.log" | head -1 | awk '{print $2}'
 echo "SLURM jobs submitted: $submitted of $planned planned jobs (the target rule 'all' runs locally)"
 [ "$submitted" -ge $((planned - 1)) ] || { echo "not every job ran as a SLURM job"; exit 1; }
 
+echo "== a failing rule inside SLURM, then the resubmission"
+bash scripts/ci_slurm_failure.sh "$SLURM"
+
 echo "== tables: local vs SLURM"
 .venv/bin/python scripts/compare_tables.py "$LOCAL/results/smoke/tables" "$SLURM/results/smoke/tables"

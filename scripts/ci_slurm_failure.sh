@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# CI, after a finished smoke run through SLURM in DIR (cluster running): a rule that fails inside SLURM makes the
+# workflow fail with the rule named, and the resubmission after the fix reuses every finished output.
+#   scripts/ci_slurm_failure.sh DIR
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+DIR=$1
+SNAKEMAKE="$ROOT/.venv/bin/snakemake --snakefile $ROOT/Snakefile --configfile $ROOT/configs/smoke.yaml --directory $DIR
+  --cores all --profile $ROOT/slurm --slurm-status-command squeue --slurm-init-seconds-before-status-checks 1"
+victim=$DIR/results/smoke/eval/mars_bidir_b4/mars-tau1-probability/gsm8k.json   # read only by the ablations table
+table=$DIR/results/smoke/tables/ablations.csv
+cp -p "$victim" "$DIR/victim.bak"
+echo "not json" > "$victim"          # break the table's input, then ask for the table again
+rm -f "$table"
+touch -r "$DIR/victim.bak" "$victim"  # same mtime: only the missing table is out of date
+if (cd "$DIR" && timeout --signal=INT --kill-after=60 600 $SNAKEMAKE results/smoke/tables/ablations.csv) > "$DIR/fail.log" 2>&1; then
+  echo "the broken table rule did not fail the workflow"; exit 1
+fi
+grep -q "Error in rule table" "$DIR/fail.log" || { tail -40 "$DIR/fail.log"; echo "failure not reported with the rule named"; exit 1; }
+grep -qE "slurm_logs|SLURM" "$DIR/fail.log" || { echo "the failed job was not a SLURM job"; exit 1; }
+echo "a failing rule inside SLURM fails the workflow, rule named: ok"
+cp -p "$DIR/victim.bak" "$victim"    # the fix
+(cd "$DIR" && timeout --signal=INT --kill-after=60 600 $SNAKEMAKE) > "$DIR/fixed.log" 2>&1 \
+  || { tail -40 "$DIR/fixed.log"; echo "resubmission failed"; exit 1; }
+ran=$(grep -cE "^(local)?rule " "$DIR/fixed.log" || true)
+grep -qE "^rule table:" "$DIR/fixed.log" || { echo "the table was not rebuilt"; exit 1; }
+others=$(grep -E "^(local)?rule " "$DIR/fixed.log" | grep -vE "^rule table:|^localrule all:" || true)
+[ -z "$others" ] || { echo "the resubmission reran finished jobs: $others"; exit 1; }
+echo "resubmission after the fix reran only the failed job ($ran jobs incl. the target): ok"
