@@ -12,9 +12,15 @@ ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
-def dry_run(*args, cwd=ROOT) -> tuple[int, str, dict]:
-    proc = subprocess.run([*SNAKEMAKE, "-n", *args, "--quiet", "rules"], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+def dry_run(*args) -> tuple[int, str, dict]:
+    """A dry run in an empty working directory (whatever results this checkout holds do not count)."""
+    import tempfile
+
+    if "--configfile" not in args:  # (after the targets: --configfile takes several values)
+        args = (*args, "--configfile", str(ROOT / "config.yaml"))
+    with tempfile.TemporaryDirectory() as workdir:
+        proc = subprocess.run([*SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), "--directory", workdir, "-n",
+                               *args, "--quiet", "rules"], cwd=workdir, capture_output=True, text=True, timeout=300)
     out = proc.stdout + proc.stderr
     counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M)}
     return proc.returncode, out, counts
@@ -35,7 +41,7 @@ def test_default_config_schedules_the_whole_chain():
 
 @pytest.mark.parametrize("config", ["configs/paper-0.5b.yaml", "configs/paper-7b.yaml"])
 def test_paper_configs_schedule_the_same_chain_without_a_base_training(config):
-    code, out, jobs = dry_run("--configfile", config)
+    code, out, jobs = dry_run("--configfile", str(ROOT / config))
     assert code == 0, out
     assert jobs["train"] == 10  # the base is Qwen2.5-Instruct itself
     assert jobs["world"] == 1 and jobs["evaluate"] == 20 and jobs["bench"] == 1
