@@ -74,6 +74,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from mars.masks import additive
+
 METHODS = ("ar", "mars", "jacobi", "block_diffusion")
 CACHES = ("none", "cursor", "block")
 METRICS = ("probability", "entropy", "margin")
@@ -109,13 +111,6 @@ def confidence(logits: torch.Tensor, metric: str) -> tuple[torch.Tensor, torch.T
     else:
         raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
     return tokens, conf
-
-
-def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Boolean [b, q, k] (True = may attend) -> additive float mask [b, 1, q, k] (0 / finfo.min)."""
-    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
-    return mask[:, None]
 
 
 def _model_dtype(model) -> torch.dtype:
@@ -249,7 +244,7 @@ def window_forward(model, kv: KVCache | None, rows: list[_Row], tail: torch.Tens
         allowed = torch.cat([kv.valid[:, None, :] & ~is_pad[:, :, None], win], dim=2)
     else:
         allowed = win
-    mask = additive_mask(allowed, _model_dtype(model))
+    mask = additive(allowed, _model_dtype(model))
 
     # logits only where they are needed: the last real token of each row and the tail columns
     first = lens - 1
@@ -466,7 +461,7 @@ def bd_forward(model, rows: list[_BDRow], B: int, mask_id: int, pad_id: int, dev
     blk = col // B
     allowed = (blk[None, :] <= blk[:, None])[None] & ~is_pad[:, None, :] & ~is_pad[:, :, None]
     allowed |= torch.eye(T, dtype=torch.bool, device=device)[None] & is_pad[:, :, None]
-    mask = additive_mask(allowed, _model_dtype(model))
+    mask = additive(allowed, _model_dtype(model))
     start = min(len(r.tokens) for r in rows)
     kwargs = {"logits_to_keep": torch.arange(start, T, device=device)} if keep_logits else {}
     logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, **kwargs).logits
