@@ -166,6 +166,7 @@ class KVCache:
     def __init__(self, model, batch: int, device: torch.device):
         self.cache = _new_cache(model)
         self.valid = torch.zeros(batch, 0, dtype=torch.bool, device=device)
+        self.all_valid = True  # no padding slot anywhere (lets window_forward skip the explicit mask)
 
     @property
     def length(self) -> int:
@@ -176,13 +177,16 @@ class KVCache:
         width = window_valid.shape[1]
         if width - keep > 0:
             self.cache.crop(-(width - keep))
-        self.valid = torch.cat([self.valid, window_valid[:, :keep]], dim=1)
+        kept = window_valid[:, :keep]
+        self.all_valid = self.all_valid and bool(kept.all())
+        self.valid = torch.cat([self.valid, kept], dim=1)
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep only the given batch rows (finished rows drop out)."""
         if self.length > 0:
             self.cache.batch_select_indices(rows)
         self.valid = self.valid[rows]
+        self.all_valid = bool(self.valid.all())
 
     def maybe_compact(self, min_length: int = 64, max_waste: float = 0.5) -> None:
         """Squeeze out invalid slots once they exceed ``max_waste`` of a cache of >= ``min_length`` slots.
@@ -206,6 +210,7 @@ class KVCache:
             layer.keys = torch.gather(layer.keys, 2, idx)
             layer.values = torch.gather(layer.values, 2, idx)
         self.valid = torch.arange(new_len, device=self.valid.device)[None, :] < counts[:, None]
+        self.all_valid = bool(self.valid.all())
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -221,21 +226,31 @@ def window_forward(model, kv: KVCache | None, rows: list[_Row], tail: torch.Tens
     With ``kv`` None nothing is cached (the rows' ``uncached`` must then hold their whole sequence)."""
     device = tail.device
     b, m = tail.shape
-    lens = torch.tensor([len(r.uncached) for r in rows], device=device)
-    R = int(lens.max())
+    n_real = [len(r.uncached) for r in rows]
+    R = max(n_real)
     W = R + m
+    if min(n_real) == R and (kv is None or kv.all_valid):
+        # Dense window: no padding anywhere, so the attention is plain causal over [cache | window] and every row's
+        # positions continue at the cache length. transformers then builds its own (cheapest) causal mask, exactly
+        # as in its own greedy decoding, and only the last 1 + M logits are computed.
+        ids = torch.tensor([r.uncached for r in rows], dtype=torch.long, device=device)
+        if m:
+            ids = torch.cat([ids, tail], dim=1)
+        out = model(input_ids=ids, past_key_values=kv.cache if kv is not None else None, use_cache=kv is not None,
+                    **({"logits_to_keep": m + 1} if keep_logits else {}))
+        return out.logits[:, -(m + 1):], torch.ones((b, W), dtype=torch.bool, device=device)
+
+    lens = torch.tensor(n_real, device=device)
     col = torch.arange(W, device=device)
-
-    ids = torch.full((b, W), pad_id, dtype=torch.long, device=device)
-    pos = torch.zeros((b, W), dtype=torch.long, device=device)
-    for i, r in enumerate(rows):
-        L, n = len(r.uncached), len(r.tokens)
-        ids[i, :L] = torch.tensor(r.uncached, device=device)
-        pos[i, :L] = torch.arange(n - L, n, device=device)
-        pos[i, R:] = torch.arange(n, n + m, device=device)
-    ids[:, R:] = tail
-
+    # right-pad each row's real tokens to R; pad slots keep position 0 and are masked out both ways
+    ids = torch.tensor([r.uncached + [pad_id] * (R - len(r.uncached)) for r in rows], dtype=torch.long,
+                       device=device)
+    ids = torch.cat([ids, tail], dim=1)
+    n = torch.tensor([len(r.tokens) for r in rows], device=device)
     is_real = col[None, :] < lens[:, None]  # [b, W]
+    pos = torch.where(is_real, (n - lens)[:, None] + col[None, :], 0)
+    pos[:, R:] = n[:, None] + col[None, : m]
+
     is_pad = (~is_real) & (col[None, :] < R)
     causal = col[None, :] <= col[:, None]  # [q, k]
     win = causal[None] & ~is_pad[:, None, :] & ~is_pad[:, :, None]
@@ -280,8 +295,8 @@ def _append(row: _Row, proposed: list[int], eos: set[int], stops: list[list[int]
             break
         row.tokens.append(int(t))
         n += 1
-        gen = row.generated
-        if t in eos or any(_ends_with(gen, s) for s in stops):
+        if t in eos or (stops and any(len(row.tokens) - row.n_prompt >= len(s) and _ends_with(row.tokens, s)
+                                      for s in stops)):
             row.done = True
             break
     if row.remaining <= 0:

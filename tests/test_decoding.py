@@ -280,6 +280,36 @@ def test_caches_match_uncached_and_naive_reference(impl, metric):
     assert multi, "no forward accepted more than one token: the test would be vacuous"
 
 
+def test_unpadded_batches_take_the_dense_path_and_stay_exact(monkeypatch):
+    """Batch 1 and equal-length batches skip the explicit mask (transformers builds its causal one); same tokens."""
+    import mars.decoding as D
+
+    model = trained_model("sdpa")
+    calls = {"dense": 0, "masked": 0}
+    forward = model.forward
+
+    def counting_forward(*args, **kwargs):
+        calls["masked" if kwargs.get("attention_mask") is not None else "dense"] += 1
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", counting_forward)
+    length = min(map(len, TRAINED_PROMPTS))
+    same_length = [p[-length:] for p in TRAINED_PROMPTS]
+    for tau in (1.0, 0.7):
+        for prompts in ([TRAINED_PROMPTS[0]], [TRAINED_PROMPTS[1]], same_length):
+            expect = [naive_mars(model, p, B=4, tau=tau, metric="probability", max_new_tokens=30, eos_ids={EOS})
+                      for p in prompts]
+            for cache in ("none", "cursor"):
+                calls.update(dense=0, masked=0)
+                gens = D.generate(model, prompts, method="mars", block_size=4, tau=tau, cache=cache,
+                                  max_new_tokens=30, eos_token_ids=[EOS], pad_token_id=PAD, mask_token_id=MASK)
+                assert [(g.token_ids, g.chunks) for g in gens] == expect, (tau, cache, len(prompts))
+                if len(prompts) == 1 or tau == 1.0:  # no row ever pads (at tau < 1 rows may accept unevenly)
+                    assert calls == {"dense": max(g.forwards for g in gens), "masked": 0}
+                else:
+                    assert calls["dense"] >= 1  # at least the prefill
+
+
 def test_lower_tau_gives_more_tokens_per_forward():
     model = trained_model()
     tpf = []

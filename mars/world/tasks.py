@@ -60,8 +60,18 @@ Families (exact names in :data:`FAMILIES`):
 Fact teaching: the training split additionally contains fact-teaching
 examples under the separate family name ``"facts"`` (:data:`FACTS_FAMILY`,
 not part of :data:`FAMILIES`, not counted in ``n_train_per_family``): one
-question per (entity, attribute), one "Who is the friend of ..." per entity
-and one "Tell me about ..." summary per entity (600 examples).  ``score``
+question per (entity, attribute) in two phrasings ("What color is the zorp?",
+"Tell me the color of the zorp."), one "Who is the friend of ..." per entity
+and one "Tell me about ..." summary per entity (1000 examples): a fact seen in
+three contexts per epoch is recalled far more reliably by the tiny model than
+one seen in two, and no test MC question is among them.
+
+BBH in context: the tiny BBH task is 1-shot (``mars.eval_tasks.FEWSHOT``), the
+shot a user/assistant turn before the question.  A model that never saw a
+multi-turn prompt in SFT answers those badly, so every second bbh training
+record past the first three of its subtask (the evaluation's shots) carries a
+``messages`` context: the first record of its subtask as a solved turn, then
+its own question.  ``score``
 accepts ``"facts"`` too (exact match of the whole answer sentence).
 
 Splits: for the generated families (ifeval, bbh, gsm8k, humaneval) every
@@ -441,7 +451,7 @@ def _apply(a: int, op: str, b: int) -> int:
 def _bbh_arith(rng: random.Random) -> tuple[str, str, list[str], str]:
     while True:
         shape = rng.randint(1, 3)
-        nums = [rng.randint(1, 9) for _ in range(4)]
+        nums = [rng.randint(1, 6) for _ in range(4)]
         ops = [rng.choice("+-*") for _ in range(3)]
         a, b, c, d = nums
         if shape == 1:
@@ -570,6 +580,12 @@ _FACT_QUESTION = {
     "food": "What does {e} eat?",
     "tool": "What does {e} carry?",
 }
+_FACT_QUESTION_ALT = {
+    "color": "Tell me the color of {e}.",
+    "city": "Tell me the home city of {e}.",
+    "food": "Tell me the food of {e}.",
+    "tool": "Tell me the object that {e} carries.",
+}
 _FACT_STATEMENT = {
     "color": "{E} is {v}.",
     "city": "{E} lives in {v}.",
@@ -646,8 +662,9 @@ def _fact_examples(fb: dict) -> list[dict]:
         for a in ATTRIBUTES:
             v = fb["attrs"][e][a]
             resp = _fact_sentence(e, a, v)
-            out.append({"prompt": _FACT_QUESTION[a].format(e=_the(e)), "response": resp,
-                        "target": {"answer": v, "response": resp}})
+            for question in (_FACT_QUESTION[a], _FACT_QUESTION_ALT[a]):
+                out.append({"prompt": question.format(e=_the(e)), "response": resp,
+                            "target": {"answer": v, "response": resp}})
         f = fb["friend"][e]
         resp = f"The friend of the {e} is the {f}."
         out.append({"prompt": f"Who is the friend of the {e}?", "response": resp,
@@ -735,7 +752,7 @@ def _gen_gsm8k(rng: random.Random, **_: Any) -> tuple[str, dict]:
     P = p.capitalize()
     it = rng.choice(_GSM_ITEMS)
     if t == 1:
-        a, b, c = rng.randint(2, 20), rng.randint(2, 6), rng.randint(2, 9)
+        a, b, c = rng.randint(2, 9), rng.randint(2, 4), rng.randint(2, 5)
         bc = b * c
         ans = a + bc
         prompt = (f"{n} has {a} {it}. {P} buys {b} bags with {c} {it} in each bag. "
@@ -743,8 +760,8 @@ def _gen_gsm8k(rng: random.Random, **_: Any) -> tuple[str, dict]:
         steps = [f"{P} buys {b} * {c} = {bc} {it}.", f"{n} has {a} + {bc} = {ans} {it}."]
         nums = (a, b, c)
     elif t == 2:
-        a = rng.randint(5, 30)
-        b, c = rng.randint(1, a - 1), rng.randint(1, 15)
+        a = rng.randint(5, 20)
+        b, c = rng.randint(1, a - 1), rng.randint(1, 9)
         x = a - b
         ans = x + c
         prompt = (f"{n} has {a} {it}. {P} gives {b} to {m}. Then {p} finds {c} more. "
@@ -752,7 +769,7 @@ def _gen_gsm8k(rng: random.Random, **_: Any) -> tuple[str, dict]:
         steps = [f"After giving, {n} has {a} - {b} = {x} {it}.", f"Then {n} has {x} + {c} = {ans} {it}."]
         nums = (a, b, c)
     elif t == 3:
-        a, b = rng.randint(2, 9), rng.randint(2, 9)
+        a, b = rng.randint(2, 5), rng.randint(2, 5)
         ab = a * b
         c = rng.randint(1, ab - 1)
         ans = ab - c
@@ -761,7 +778,7 @@ def _gen_gsm8k(rng: random.Random, **_: Any) -> tuple[str, dict]:
         steps = [f"There are {a} * {b} = {ab} {it}.", f"{ab} - {c} = {ans} {it} are left."]
         nums = (a, b, c)
     elif t == 4:
-        a, b = rng.randint(2, 12), rng.randint(2, 7)
+        a, b = rng.randint(2, 6), rng.randint(2, 5)
         ab = a * b
         c = rng.randint(1, ab - 1)
         ans = ab - c
@@ -770,7 +787,7 @@ def _gen_gsm8k(rng: random.Random, **_: Any) -> tuple[str, dict]:
         steps = [f"{P} earns {a} * {b} = {ab} dollars.", f"{P} has {ab} - {c} = {ans} dollars left."]
         nums = (a, b, c)
     elif t == 5:
-        a, b = rng.randint(2, 30), rng.randint(1, 20)
+        a, b = rng.randint(2, 15), rng.randint(1, 9)
         x = a + b
         ans = a + x
         prompt = (f"{n} has {a} {it}. {m} has {b} more {it} than {n}. "
@@ -778,7 +795,7 @@ def _gen_gsm8k(rng: random.Random, **_: Any) -> tuple[str, dict]:
         steps = [f"{m} has {a} + {b} = {x} {it}.", f"Together they have {a} + {x} = {ans} {it}."]
         nums = (a, b)
     elif t == 6:
-        a, b, c = rng.randint(2, 9), rng.randint(2, 6), rng.randint(1, 9)
+        a, b, c = rng.randint(2, 6), rng.randint(2, 4), rng.randint(1, 9)
         tot = a * b
         ans = a + c
         prompt = (f"{n} has {tot} {it} and shares them equally among {b} friends. "
@@ -786,7 +803,7 @@ def _gen_gsm8k(rng: random.Random, **_: Any) -> tuple[str, dict]:
         steps = [f"Each friend gets {tot} / {b} = {a} {it}.", f"Then each friend has {a} + {c} = {ans} {it}."]
         nums = (a, b, c)
     else:
-        a, b = rng.randint(2, 6), rng.randint(3, 9)
+        a, b = rng.randint(2, 4), rng.randint(3, 6)
         ab = a * b
         c = rng.randint(1, ab // 2)
         d = rng.randint(1, ab - c - 1)
@@ -1122,7 +1139,7 @@ def make_splits(n_train_per_family: int, n_test_per_family: int, seed: int = 0) 
     """Deterministic (train, test) example lists.
 
     ``train`` holds ``n_train_per_family`` examples of each family in
-    :data:`FAMILIES` order, followed by the 600 fact-teaching examples of
+    :data:`FAMILIES` order, followed by the 1000 fact-teaching examples of
     family ``"facts"``; ``test`` holds ``n_test_per_family`` examples of each
     family.  Each example: ``{"family", "id", "prompt", "response", "target"}``.
     mmlu_pro and gpqa allow at most 100 test questions; the other families
@@ -1142,9 +1159,31 @@ def make_splits(n_train_per_family: int, n_test_per_family: int, seed: int = 0) 
     test: list[dict] = []
     for fam in FAMILIES:
         test += _finish(fam, "test", _draw(fam, "test", n_test, seed, "test"))
-        train += _finish(fam, "train", _draw(fam, "train", n_train, seed, "train"))
+        fam_train = _finish(fam, "train", _draw(fam, "train", n_train, seed, "train"))
+        train += _with_bbh_shot_context(fam_train) if fam == "bbh" else fam_train
     train += _finish(FACTS_FAMILY, "train", _fact_examples(fact_base(seed)))
     return train, test
+
+
+BBH_EVAL_SHOTS = 3  # records per subtask left plain: lm-eval's first_n sampler may take them as shots
+
+
+def _with_bbh_shot_context(records: list[dict]) -> list[dict]:
+    """Every second bbh record past the first BBH_EVAL_SHOTS of its subtask gets a 1-shot ``messages`` context."""
+    first: dict[str, dict] = {}
+    seen: dict[str, int] = {}
+    out = []
+    for rec in records:
+        sub = rec["target"]["subtask"]
+        first.setdefault(sub, rec)
+        seen[sub] = seen.get(sub, 0) + 1
+        if seen[sub] > BBH_EVAL_SHOTS and seen[sub] % 2 == 0:
+            shot = first[sub]
+            rec = dict(rec, messages=[{"role": "user", "content": shot["prompt"]},
+                                      {"role": "assistant", "content": shot["response"]},
+                                      {"role": "user", "content": rec["prompt"]}])
+        out.append(rec)
+    return out
 
 
 def few_shot_examples(family: str, k: int, seed: int = 0, subtask: str | None = None) -> list[dict]:

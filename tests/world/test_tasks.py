@@ -69,13 +69,14 @@ def test_sizes_fields_ids(splits):
     for fam in FAMILIES:
         assert counts_train[fam] == N_TRAIN
         assert counts_test[fam] == N_TEST
-    # fact teaching: 4 attributes + friend + summary per entity, 100 entities
-    assert counts_train[T.FACTS_FAMILY] == 600
+    # fact teaching: 4 attributes x 2 phrasings + friend + summary per entity, 100 entities
+    assert counts_train[T.FACTS_FAMILY] == 1000
     assert T.FACTS_FAMILY not in counts_test
     ids = [x["id"] for x in train + test]
     assert len(ids) == len(set(ids))
     for x in train + test:
-        assert set(x) == {"family", "id", "prompt", "response", "target"}
+        extra = {"messages"} if x["family"] == "bbh" and "messages" in x else set()
+        assert set(x) == {"family", "id", "prompt", "response", "target"} | extra
         assert isinstance(x["prompt"], str) and x["prompt"].strip()
         assert isinstance(x["response"], str) and x["response"].strip()
     json.loads(json.dumps(train + test))  # JSON serialisable
@@ -546,3 +547,27 @@ def test_humaneval_early_exit_does_not_pass():
     assert score("humaneval", cheat, x["target"]) == {"pass@1": 0.0}
     cheat = "```python\nimport os\nos._exit(0)\n```"
     assert score("humaneval", cheat, x["target"]) == {"pass@1": 0.0}
+
+
+def test_bbh_shot_context_matches_the_tiny_eval_shot(splits):
+    """Half the bbh train records past the first three of a subtask are 1-shot conversations whose shot is the first
+    train record of that subtask (what lm-eval's first_n sampler picks); the eval's shot records stay plain."""
+    from mars.eval_tasks import FEWSHOT
+
+    assert FEWSHOT["bbh"] <= T.BBH_EVAL_SHOTS
+    train, _ = splits
+    bbh = _by_family(train, "bbh")
+    by_sub: dict[str, list[dict]] = {}
+    for rec in bbh:
+        by_sub.setdefault(rec["target"]["subtask"], []).append(rec)
+    with_context = 0
+    for sub, recs in by_sub.items():
+        assert all("messages" not in r for r in recs[: T.BBH_EVAL_SHOTS])
+        for r in recs[T.BBH_EVAL_SHOTS:]:
+            if "messages" in r:
+                with_context += 1
+                shot = recs[0]
+                assert r["messages"] == [{"role": "user", "content": shot["prompt"]},
+                                         {"role": "assistant", "content": shot["response"]},
+                                         {"role": "user", "content": r["prompt"]}]
+    assert abs(with_context - (len(bbh) - T.BBH_EVAL_SHOTS * len(by_sub)) / 2) <= len(by_sub)
