@@ -186,14 +186,18 @@ def test_bbh_exact_match_and_group_weighting(metric_run):
     assert group["exact_match,none"] == pytest.approx(2 / 3)  # weighted by size (unweighted: 0.5)
 
 
-def test_bbh_three_shots_from_train_of_the_same_subtask(metric_run):
+def test_bbh_shots_from_train_of_the_same_subtask(metric_run):
+    from mars.eval_tasks import FEWSHOT
+
+    assert FEWSHOT["bbh"] == 1  # tiny BBH is 1-shot (the paper's bbh_cot_fewshot is 3-shot, checked below)
     contexts = [c for c in metric_run["lm"].contexts if "Evaluate the Boolean expression: True and True" in c]
     assert len(contexts) == 1
     ctx = contexts[0]
-    for expr in ("True or False", "not True", "False or False"):  # the subtask's 3 train records, first_n
-        assert f"Evaluate: {expr}" in ctx
+    assert "Evaluate: True or False" in ctx  # the subtask's first train record (first_n)
+    for expr in ("not True", "False or False"):  # its 2nd and 3rd: not shots at 1-shot
+        assert f"Evaluate: {expr}" not in ctx
     assert "Sort: " not in ctx  # no shot of another subtask
-    assert ctx.index("Evaluate: True or False") < ctx.index("Evaluate: not True") < ctx.index("Evaluate the Boolean")
+    assert ctx.index("Evaluate: True or False") < ctx.index("Evaluate the Boolean")
 
 
 def test_multiple_choice_and_gsm8k(metric_run):
