@@ -12,9 +12,9 @@ the ABSOLUTE data folder baked in, so the tasks work from any current directory:
 Data: ``<data_dir>/test.jsonl`` (the records of the family, file order; ``--limit N`` takes the first N of each
 task, i.e. of each bbh subtask), loaded in memory by :func:`mars.eval_tasks.hooks.load_split` (``custom_dataset``;
 no datasets cache is written).  Prompt: the user message is the record's ``prompt`` (the harness applies the chat
-template: ``apply_chat_template=True``).  Few-shot: bbh CoT with shots from the first TRAIN records of the same subtask (3-shot in the paper's
-tasks, :data:`PAPER_FEWSHOT`; 1-shot in the tiny ones, :data:`FEWSHOT`, so that prompts fit the tiny 256-token
-SFT length) (``fewshot_split: train``, sampler ``first_n``; with
+template: ``apply_chat_template=True``).  Few-shot: bbh CoT, the shots being the first TRAIN records of the same
+subtask (3-shot in the paper's tasks, :data:`PAPER_FEWSHOT`; 1-shot in the tiny ones, :data:`FEWSHOT`, so that the
+prompts fit the tiny 256-token SFT length; ``fewshot_split: train``, sampler ``first_n``; with
 ``fewshot_as_multiturn=True`` each shot is a user/assistant turn whose answer is the record's ``response``, the
 full chain of thought); everything else 0-shot.  Stop strings: ``<|im_end|>`` (the harness adds the model's EOS
 text as well); greedy; ``max_gen_toks`` 256 (the CLI overrides it through ``gen_kwargs``).

@@ -63,16 +63,16 @@ not part of :data:`FAMILIES`, not counted in ``n_train_per_family``): one
 question per (entity, attribute) in two phrasings ("What color is the zorp?",
 "Tell me the color of the zorp."), one "Who is the friend of ..." per entity
 and one "Tell me about ..." summary per entity (1000 examples): a fact seen in
-three contexts per epoch is recalled far more reliably by the tiny model than
-one seen in two, and no test MC question is among them.
+three contexts per epoch is recalled more reliably by the tiny model than
+one seen in two, and no test MC question is among them.  ``score`` accepts
+``"facts"`` too (exact match of the whole answer sentence).
 
 BBH in context: the tiny BBH task is 1-shot (``mars.eval_tasks.FEWSHOT``), the
 shot a user/assistant turn before the question.  A model that never saw a
 multi-turn prompt in SFT answers those badly, so every second bbh training
 record past the first three of its subtask (the evaluation's shots) carries a
 ``messages`` context: the first record of its subtask as a solved turn, then
-its own question.  ``score``
-accepts ``"facts"`` too (exact match of the whole answer sentence).
+its own question.
 
 Splits: for the generated families (ifeval, bbh, gsm8k, humaneval) every
 problem has an *underlying key* (e.g. the numbers of a word problem without
