@@ -62,9 +62,9 @@ examples under the separate family name ``"facts"`` (:data:`FACTS_FAMILY`,
 not part of :data:`FAMILIES`, not counted in ``n_train_per_family``): one
 question per (entity, attribute) in two phrasings ("What color is the zorp?",
 "Tell me the color of the zorp."), one "Who is the friend of ..." per entity
-and one "Tell me about ..." summary per entity (1000 examples): a fact seen in
-three contexts per epoch is recalled more reliably by the tiny model than
-one seen in two, and no test MC question is among them.  ``score`` accepts
+and one "Tell me about ..." summary per entity (1000 examples): three
+exposures of each fact per epoch instead of two, and no test MC question is
+among them.  ``score`` accepts
 ``"facts"`` too (exact match of the whole answer sentence).
 
 BBH in context: the tiny BBH task is 1-shot (``mars.eval_tasks.FEWSHOT``), the
