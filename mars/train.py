@@ -102,6 +102,9 @@ def sft_config(spec: TrainSpec, work_dir: Path) -> SFTConfig:
         max_length=spec.max_length,
         bf16=spec.bf16,
         activation_checkpointing=spec.activation_checkpointing,  # TRL's default is on; set explicitly
+        # Random batches of the tiny world pad to ~2x their token count (a few long one-shot BBH records);
+        # length-grouped batches (shuffled megabatches, sorted inside) do not.
+        train_sampling_strategy="group_by_length" if spec.group_by_length else "random",
         packing=False,
         padding_free=False,
         completion_only_loss=spec.method != "lm",

@@ -73,8 +73,9 @@ def test_gradient_accumulation_equals_one_big_batch(small_init, tmp_path, method
     assert worst < 1e-5 * max(1.0, moved) + 2e-6
 
 
-def test_killed_run_resumes_to_the_same_weights(small_init, tmp_path):
-    s = spec(epochs=2, save_steps=3)  # 16 optimizer steps, checkpoints every 3
+@pytest.mark.parametrize("group_by_length", [False, True])
+def test_killed_run_resumes_to_the_same_weights(small_init, tmp_path, group_by_length):
+    s = spec(epochs=2, save_steps=3, group_by_length=group_by_length)  # 16 optimizer steps, checkpoints every 3
     kwargs = dict(init=str(small_init / "init"), data_dir=str(small_init / "data"), experiment="test")
     train(s, output=str(tmp_path / "straight"), **kwargs)
     with pytest.raises(KeyboardInterrupt):
@@ -88,3 +89,22 @@ def test_killed_run_resumes_to_the_same_weights(small_init, tmp_path):
     for key in a:
         assert torch.equal(a[key], b[key]), key
     assert not (tmp_path / "resumed.work").exists()
+
+
+def test_group_by_length_cuts_padding(small_init, tmp_path):
+    # A quarter of the records are 4x longer: random batches of 8 nearly all pad to a long one, length-grouped
+    # batches (shuffled mega-batches of 6 batches, sorted inside) mostly do not.
+    records = load_train_records(small_init / "data") * 3
+    records = [dict(r, response=" ".join([r["response"]] * 4)) if i % 4 == 0 else r for i, r in enumerate(records)]
+
+    def epoch(group_by_length):
+        s = spec(method="ar", batch_size=8, max_length=256, group_by_length=group_by_length)
+        model, tokenizer = load_init(str(small_init / "init"), s)
+        trainer = make_trainer(s, model, tokenizer, build_dataset(records, tokenizer, s), tmp_path / str(group_by_length))
+        batches = [b["attention_mask"] for b in trainer.get_train_dataloader()]
+        real = sorted(int(n) for b in batches for n in b.sum(1))
+        assert real == sorted(len(ids) for ids in trainer.train_dataset["input_ids"])  # each example once
+        return sum(b.numel() for b in batches) - sum(real)  # padding tokens
+
+    grouped, shuffled = epoch(True), epoch(False)
+    assert grouped < 0.5 * shuffled
