@@ -38,7 +38,7 @@ class TrainSpec:
     max_length: int = 512
     bf16: bool = False
     activation_checkpointing: bool = False
-    group_by_length: bool = False  # length-grouped batches: a few long records no longer pad every batch
+    sort_micro_batches: bool = False  # random optimizer steps, each split into length-sorted micro-batches
     seed: int = 0
     max_steps: int = -1  # > 0 overrides epochs (smoke tests)
     save_steps: int = 100

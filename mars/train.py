@@ -18,12 +18,12 @@ import torch
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
-from trl import SFTConfig, SFTTrainer
+from trl import SFTConfig
 
 from mars.config import ConfigError, TrainSpec, check_spec
 from mars.data import load_train_records, prompt_messages
 from mars.tracking import MLflowLossCallback, config_hash, log_metrics, mlflow_run
-from mars.trainer import MARSTrainer
+from mars.trainer import ARTrainer, MARSTrainer
 
 
 class AbortAfterStep(TrainerCallback):
@@ -102,9 +102,6 @@ def sft_config(spec: TrainSpec, work_dir: Path) -> SFTConfig:
         max_length=spec.max_length,
         bf16=spec.bf16,
         activation_checkpointing=spec.activation_checkpointing,  # TRL's default is on; set explicitly
-        # Random batches of the tiny world pad to ~2x their token count (a few long one-shot BBH records);
-        # length-grouped batches (shuffled megabatches, sorted inside) do not.
-        train_sampling_strategy="group_by_length" if spec.group_by_length else "random",
         packing=False,
         padding_free=False,
         completion_only_loss=spec.method != "lm",
@@ -125,9 +122,9 @@ def sft_config(spec: TrainSpec, work_dir: Path) -> SFTConfig:
 def make_trainer(spec: TrainSpec, model, tokenizer, dataset: Dataset, work_dir: Path, callbacks=()):
     args = sft_config(spec, work_dir)
     common = dict(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                  callbacks=list(callbacks))
+                  callbacks=list(callbacks), sort_micro_batches=spec.sort_micro_batches)
     if spec.method in ("lm", "ar"):
-        return SFTTrainer(**common)
+        return ARTrainer(**common)
     return MARSTrainer(**common, mask_token_id=tokenizer.mask_token_id, block_size=spec.block_size,
                        variant=spec.variant, w_ar=spec.w_ar, masking_seed=spec.seed)
 

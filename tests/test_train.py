@@ -73,9 +73,11 @@ def test_gradient_accumulation_equals_one_big_batch(small_init, tmp_path, method
     assert worst < 1e-5 * max(1.0, moved) + 2e-6
 
 
-@pytest.mark.parametrize("group_by_length", [False, True])
-def test_killed_run_resumes_to_the_same_weights(small_init, tmp_path, group_by_length):
-    s = spec(epochs=2, save_steps=3, group_by_length=group_by_length)  # 16 optimizer steps, checkpoints every 3
+@pytest.mark.parametrize("sort_micro_batches", [False, True])
+def test_killed_run_resumes_to_the_same_weights(small_init, tmp_path, sort_micro_batches):
+    # 16 optimizer steps (of 4 micro-batches of 2 when sorted), checkpoints every 3
+    micro = dict(batch_size=2, grad_accum=4) if sort_micro_batches else {}
+    s = spec(epochs=2, save_steps=3, sort_micro_batches=sort_micro_batches, **micro)
     kwargs = dict(init=str(small_init / "init"), data_dir=str(small_init / "data"), experiment="test")
     train(s, output=str(tmp_path / "straight"), **kwargs)
     with pytest.raises(KeyboardInterrupt):
@@ -91,20 +93,43 @@ def test_killed_run_resumes_to_the_same_weights(small_init, tmp_path, group_by_l
     assert not (tmp_path / "resumed.work").exists()
 
 
-def test_group_by_length_cuts_padding(small_init, tmp_path):
-    # A quarter of the records are 4x longer: random batches of 8 nearly all pad to a long one, length-grouped
-    # batches (shuffled mega-batches of 6 batches, sorted inside) mostly do not.
-    records = load_train_records(small_init / "data") * 3
+def test_sorted_micro_batches_cut_padding_and_keep_random_steps(small_init, tmp_path):
+    # A quarter of the records are 4x longer: random micro-batches nearly all pad to a long one; sorting each
+    # optimizer step's examples by length before cutting it into micro-batches does not.
+    records = load_train_records(small_init / "data")
     records = [dict(r, response=" ".join([r["response"]] * 4)) if i % 4 == 0 else r for i, r in enumerate(records)]
 
-    def epoch(group_by_length):
-        s = spec(method="ar", batch_size=8, max_length=256, group_by_length=group_by_length)
+    def epoch(sort_micro_batches):
+        s = spec(method="ar", batch_size=4, grad_accum=4, max_length=256, sort_micro_batches=sort_micro_batches)
         model, tokenizer = load_init(str(small_init / "init"), s)
-        trainer = make_trainer(s, model, tokenizer, build_dataset(records, tokenizer, s), tmp_path / str(group_by_length))
+        trainer = make_trainer(s, model, tokenizer, build_dataset(records, tokenizer, s), tmp_path / str(sort_micro_batches))
+        lengths = [len(ids) for ids in trainer.train_dataset["input_ids"]]
         batches = [b["attention_mask"] for b in trainer.get_train_dataloader()]
-        real = sorted(int(n) for b in batches for n in b.sum(1))
-        assert real == sorted(len(ids) for ids in trainer.train_dataset["input_ids"])  # each example once
-        return sum(b.numel() for b in batches) - sum(real)  # padding tokens
+        real = [[int(n) for n in b.sum(1)] for b in batches]
+        assert sorted(n for b in real for n in b) == sorted(lengths)  # each example once
+        return sum(b.numel() for b in batches) - sum(map(sum, real)), real  # padding tokens, lengths per batch
 
-    grouped, shuffled = epoch(True), epoch(False)
-    assert grouped < 0.5 * shuffled
+    sorted_padding, sorted_batches = epoch(True)
+    random_padding, _ = epoch(False)
+    assert sorted_padding < 0.5 * random_padding
+    # each optimizer step (4 micro-batches) is sorted by length, and the steps themselves are not
+    steps = [sum(sorted_batches[i:i + 4], []) for i in range(0, len(sorted_batches), 4)]
+    assert all(step == sorted(step) for step in steps)
+    assert sum(step[-1] >= 2 * step[0] for step in steps) >= len(steps) // 2  # long and short records mixed
+
+
+def test_step_sorted_sampler_is_a_seeded_permutation_per_epoch():
+    from mars.trainer import StepSortedSampler
+
+    lengths = [7, 3, 9, 1, 5, 8, 2, 6, 4, 10, 0]
+    sampler = StepSortedSampler(lengths, step_size=4, seed=3)
+    first = list(sampler)
+    assert sorted(first) == list(range(len(lengths)))
+    groups = [first[i:i + 4] for i in range(0, len(first), 4)]
+    assert all([lengths[i] for i in g] == sorted(lengths[i] for i in g) for g in groups)
+    assert list(sampler) == first  # same epoch, same order
+    # the groups are the seeded permutation's consecutive chunks (brute force)
+    order = torch.randperm(len(lengths), generator=torch.Generator().manual_seed(3 * 1_000_003)).tolist()
+    assert [set(g) for g in groups] == [set(order[i:i + 4]) for i in range(0, len(order), 4)]
+    sampler.set_epoch(1)
+    assert list(sampler) != first
