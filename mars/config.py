@@ -25,6 +25,7 @@ class ConfigError(ValueError):
 class TrainSpec:
     method: str  # lm (plain LM pre-training of the tiny base) | ar (SFT) | mars | block_diffusion
     init: str  # "world" or the name of another model entry (resolved to a folder by the caller)
+    split: str = "train"  # the data file trained on: <data>/<split>.jsonl (tiny base: "pretrain")
     attention: str = "mars"  # mars | bidirectional: attention inside the noisy block (method mars)
     block_size: int = 4
     w_ar: float = 1.0

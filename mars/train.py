@@ -21,7 +21,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig
 
 from mars.config import ConfigError, TrainSpec, check_spec
-from mars.data import load_train_records, prompt_messages
+from mars.data import load_records, prompt_messages
 from mars.tracking import MLflowLossCallback, config_hash, log_metrics, mlflow_run
 from mars.trainer import ARTrainer, MARSTrainer
 
@@ -140,7 +140,7 @@ def train(spec: TrainSpec, *, init: str, data_dir: str, output: str, experiment:
     if output_path.exists():
         raise ConfigError(f"output path exists and is not a finished model (remove it first): {output}")
     model, tokenizer = load_init(init, spec, mask_token)
-    records = load_train_records(data_dir)
+    records = load_records(data_dir, spec.split)
     dataset = build_dataset(records, tokenizer, spec)
     if spec.threads:
         torch.set_num_threads(spec.threads)

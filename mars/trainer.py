@@ -56,6 +56,8 @@ class ARTrainer(SFTTrainer):
     def _get_train_sampler(self, train_dataset=None):
         if not self.sort_micro_batches:
             return super()._get_train_sampler(train_dataset)
+        if self.args.world_size > 1:  # the groups are per process; sharding batches across processes breaks them
+            raise ValueError("sort_micro_batches supports single-process training only")
         dataset = train_dataset if train_dataset is not None else self.train_dataset
         step_size = self.args.train_batch_size * self.args.gradient_accumulation_steps
         return StepSortedSampler([len(ids) for ids in dataset["input_ids"]], step_size, self.args.seed)

@@ -104,3 +104,25 @@ def test_shipped_configs_validate():
     paper = load_config("configs/paper-0.5b.yaml")
     assert paper["world"]["base_model"] == "Qwen/Qwen2.5-0.5B-Instruct"
     assert train_spec(paper, "mars_b4").learning_rate == 5e-6 and train_spec(paper, "mars_b4").bf16
+
+
+def test_missing_split_file(tmp_path, capsys, small_init):
+    code, err, out = run_train(tmp_path, capsys, write_config(tmp_path, split="pretrain"), small_init / "init",
+                               small_init / "data")
+    assert code == 2 and len(err) == 1 and "pretrain.jsonl" in err[0]
+    assert not out.exists()
+
+
+def test_training_reads_the_entry_split(tmp_path, capsys, small_init):
+    # the same records under another name train the same model; the run config names the split
+    data = tmp_path / "data"
+    shutil.copytree(small_init / "data", data)
+    (data / "train.jsonl").rename(data / "pretrain.jsonl")
+    code, err, out = run_train(tmp_path, capsys, write_config(tmp_path, split="pretrain", method="lm"),
+                               small_init / "init", data)
+    assert code == 0 and not err
+    import json
+
+    run_config = json.loads((out / "run_config.json").read_text())
+    assert run_config["spec"]["split"] == "pretrain"
+    assert json.loads((out / "metrics.json").read_text())["num_examples"] == 64

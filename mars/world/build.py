@@ -1,6 +1,7 @@
 """``mars world``: build the tiny offline world into one folder.
 
-    <out>/data/train.jsonl, <out>/data/test.jsonl   the six synthetic task families (mars.world.tasks)
+    <out>/data/train.jsonl, <out>/data/test.jsonl   the six synthetic task families (mars.world.tasks): SFT / test
+    <out>/data/pretrain.jsonl                       the base model's plain-LM corpus (``pretrain_per_family`` > 0)
     <out>/init/                                     tokenizer + randomly initialised Qwen2ForCausalLM
                                                     (a save_pretrained folder; the "base" model is pre-trained
                                                     from it as a plain LM)
@@ -60,17 +61,20 @@ def build_world(world: dict, out: str | Path) -> dict:
     out = Path(out)
     if out.exists():
         raise ConfigError(f"world folder exists already (remove it first): {out}")
-    from mars.world.tasks import make_splits
+    from mars.world.tasks import make_pretrain, make_splits
 
     seed = world.get("seed", 0)
     train, test = make_splits(world.get("train_per_family", 400), world.get("test_per_family", 100), seed=seed)
-    for record in train + test:  # one Arrow-friendly schema for every family (lm-eval reads these with datasets)
+    pretrain = make_pretrain(world["pretrain_per_family"], seed=seed) if world.get("pretrain_per_family") else []
+    for record in train + test + pretrain:  # one Arrow-friendly schema for every family (lm-eval reads them)
         record["target"] = json.dumps(record["target"], sort_keys=True)
 
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     write_jsonl(tmp / "data" / "train.jsonl", train)
     write_jsonl(tmp / "data" / "test.jsonl", test)
+    if pretrain:
+        write_jsonl(tmp / "data" / "pretrain.jsonl", pretrain)
     # The tokenizer is trained on the training split only (the test split stays unseen).
     corpus = [r["prompt"] + "\n" + r["response"] for r in train]
     tokenizer = train_tokenizer(corpus, world.get("vocab_size", 640))
@@ -79,7 +83,7 @@ def build_world(world: dict, out: str | Path) -> dict:
     tokenizer.save_pretrained(tmp / "init")
     lengths = [len(tokenizer(render(tokenizer, r))["input_ids"]) for r in train]
     summary = {
-        "train_examples": len(train), "test_examples": len(test), "vocab_size": len(tokenizer),
+        "train_examples": len(train), "test_examples": len(test), "pretrain_examples": len(pretrain), "vocab_size": len(tokenizer),
         "parameters": sum(p.numel() for p in model.parameters()),
         "mean_train_tokens": sum(lengths) / len(lengths), "max_train_tokens": max(lengths),
     }

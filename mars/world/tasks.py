@@ -33,15 +33,17 @@ Families (exact names in :data:`FAMILIES`):
     BASE (100 invented entities such as "the zorp", each with a color, home
     city, food and carried object, plus a "friend" entity).  Answer format and
     extraction follow MMLU-Pro: "... The answer is (D)."; ``exact_match`` on
-    the letter.  The facts themselves are taught by separate fact-teaching
+    the letter.  The answer's short chain of thought recalls the fact, then
+    walks the options up to it ("The zorp is blue. A is red, B is blue. The
+    answer is (B).", see :func:`_option_walk`).  The facts themselves are taught by separate fact-teaching
     examples (family ``"facts"``, see below) for ALL facts; exactly 100 facts
     are reserved for test MC questions, which therefore never appear as MC
     questions in train (the model must transfer a taught fact to MC format).
 ``gpqa``
     Harder 4-option (A-D) two-hop questions over the same fact base, in
     lm-eval's GPQA CoT prompt style: "What color is the friend of the zorp?"
-    -> "The friend of the zorp is the blick. The blick is blue. The answer is
-    (B)."  One distractor is the 1-hop trap (the zorp's own color) when it
+    -> "The friend of the zorp is the blick. The blick is blue. A is red, B is
+    blue. The answer is (B)."  One distractor is the 1-hop trap (the zorp's own color) when it
     differs.  25 source entities are reserved for test (100 questions); train
     2-hop questions use only the other source entities.  ``exact_match``.
 ``gsm8k``
@@ -678,6 +680,18 @@ def _fact_examples(fb: dict) -> list[dict]:
     return out
 
 
+def _option_walk(options: list[str], value: str) -> str:
+    """"A is drum, B is spoon, C is key." up to the option that is ``value``.
+
+    The chain of thought of the tiny MC answers: finding which letter sits next to a value in the prompt is a
+    content lookup that a ~1M-parameter model trained on a few thousand questions does not learn (measured: its
+    letters matched its own recalled value at chance level); walking the options in order turns it into copying
+    the next option line and comparing it with the recalled value, and the letter is then three tokens back.
+    """
+    walked = options[: options.index(value) + 1]
+    return ", ".join(f"{LETTERS[i]} is {o}" for i, o in enumerate(walked)) + "."
+
+
 def _mmlu_question(rng: random.Random, fb: dict, e: str, a: str) -> dict:
     v = fb["attrs"][e][a]
     options = list(ATTRIBUTE_VALUES[a])
@@ -686,7 +700,7 @@ def _mmlu_question(rng: random.Random, fb: dict, e: str, a: str) -> dict:
     lines = [f"{LETTERS[i]}. {o}" for i, o in enumerate(options)]
     prompt = ("Answer the multiple choice question.\nQuestion: " + _FACT_QUESTION[a].format(e=_the(e))
               + "\nOptions:\n" + "\n".join(lines))
-    response = f"{_fact_sentence(e, a, v)} The answer is ({letter})."
+    response = f"{_fact_sentence(e, a, v)} {_option_walk(options, v)} The answer is ({letter})."
     return {"prompt": prompt, "response": response,
             "target": {"answer": letter, "options": options, "entity": e, "attribute": a, "value": v}}
 
@@ -711,7 +725,7 @@ def _gpqa_question(rng: random.Random, fb: dict, e: str, a: str) -> dict:
     letter = LETTERS[options.index(v)]
     prompt = ("What is the correct answer to this question: " + _TWO_HOP_QUESTION[a].format(e=e)
               + "\nChoices:\n" + "\n".join(f"({LETTERS[i]}) {o}" for i, o in enumerate(options)))
-    response = (f"The friend of the {e} is the {f}. {_fact_sentence(f, a, v)} "
+    response = (f"The friend of the {e} is the {f}. {_fact_sentence(f, a, v)} {_option_walk(options, v)} "
                 f"The answer is ({letter}).")
     return {"prompt": prompt, "response": response,
             "target": {"answer": letter, "options": options, "entity": e, "friend": f,
@@ -1163,6 +1177,22 @@ def make_splits(n_train_per_family: int, n_test_per_family: int, seed: int = 0) 
         train += _with_bbh_shot_context(fam_train) if fam == "bbh" else fam_train
     train += _finish(FACTS_FAMILY, "train", _fact_examples(fact_base(seed)))
     return train, test
+
+
+def make_pretrain(n_per_family: int, seed: int = 0) -> list[dict]:
+    """The base model's plain-LM corpus: ``n_per_family`` fresh problems of every family, then the fact examples.
+
+    Drawn from the TRAIN side of each family's key space on a stream of its own ("pretrain"), so no test problem
+    is among them; a prompt may coincide with an SFT record's, as web text overlaps SFT data.  This is the tiny
+    world's pre-training: a fixed SFT set of a few hundred examples per family is memorised long before a small
+    model learns to copy from its prompt, look an option up or multiply; fresh problems teach those skills.
+    """
+    n = _check_size("n_per_family", n_per_family)
+    out: list[dict] = []
+    for fam in FAMILIES:
+        records = _finish(fam, "pretrain", _draw(fam, "train", n, seed, "pretrain"))
+        out += _with_bbh_shot_context(records) if fam == "bbh" else records
+    return out + _finish(FACTS_FAMILY, "pretrain", _fact_examples(fact_base(seed)))
 
 
 BBH_EVAL_SHOTS = 3  # records per subtask left plain: lm-eval's first_n sampler may take them as shots

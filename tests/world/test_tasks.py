@@ -178,6 +178,30 @@ def test_underlying_problems_disjoint():
         assert re.search(r"\d", _he_problem(x["prompt"])), x["prompt"]
 
 
+def test_pretrain_corpus_is_fresh_and_holds_no_test_problem():
+    train, test = make_splits(400, 100, seed=0)
+    pretrain = T.make_pretrain(500, seed=0)
+    assert T.make_pretrain(500, seed=0) == pretrain  # deterministic
+    smaller = T.make_pretrain(200, seed=0)
+    for fam in FAMILIES:  # a smaller corpus is a prefix of a larger one, family by family
+        assert [x["prompt"] for x in _by_family(smaller, fam)] == [x["prompt"] for x in _by_family(pretrain, fam)][:200]
+    for fam, ident in (("gsm8k", lambda x: _gsm_problem(x["prompt"])),
+                       ("humaneval", lambda x: _he_problem(x["prompt"])),
+                       ("ifeval", _ifeval_problem),
+                       ("bbh", lambda x: x["prompt"])):
+        pre = [ident(x) for x in _by_family(pretrain, fam)]
+        assert len(pre) == 500
+        assert not set(pre) & {ident(x) for x in _by_family(test, fam)}, fam
+        # mostly prompts the SFT set does not hold: fresh practice, not the same examples again
+        sft = {x["prompt"] for x in _by_family(train, fam)}
+        assert sum(x["prompt"] not in sft for x in _by_family(pretrain, fam)) > 0.5 * len(pre), fam
+    fb = T.fact_base(0)
+    held_out = {tuple(x) for x in fb["test_facts"]}
+    assert not {(x["target"]["entity"], x["target"]["attribute"]) for x in _by_family(pretrain, "mmlu_pro")} & held_out
+    assert not {x["target"]["entity"] for x in _by_family(pretrain, "gpqa")} & set(fb["test_sources"])
+    assert len(_by_family(pretrain, T.FACTS_FAMILY)) == len(_by_family(train, T.FACTS_FAMILY))
+
+
 def test_fact_questions_disjoint_but_taught():
     train, test = make_splits(300, 100, seed=0)
     taught = {x["prompt"]: x["response"] for x in _by_family(train, T.FACTS_FAMILY)}
@@ -283,6 +307,16 @@ def test_mc_options_well_formed(splits):
         for i, o in enumerate(opts):
             assert f"\n({'ABCD'[i]}) {o}" in x["prompt"]
         assert opts[T.LETTERS.index(x["target"]["answer"])] == x["target"]["value"]
+
+
+def test_mc_answers_walk_the_prompt_options_up_to_the_answer(splits):
+    train, test = splits
+    for x in _by_family(train + test, "mmlu_pro") + _by_family(train + test, "gpqa"):
+        listed = re.findall(r"^\(?([A-J])[.)] (\w+)$", x["prompt"], flags=re.M)  # the options as the prompt shows them
+        walked = re.findall(r"\b([A-J]) is (\w+)[,.]", x["response"])
+        letter = x["response"][-3]
+        assert walked == listed[:len(walked)] and walked[-1][0] == letter == x["target"]["answer"], x["response"]
+        assert walked[-1][1] == x["target"]["options"][T.LETTERS.index(letter)]
 
 
 def test_mc_gold_consistent_with_fact_base():

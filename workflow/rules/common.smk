@@ -39,7 +39,8 @@ def init_path(name):
 
 def init_input(wildcards):
     """Snakemake inputs of a training job (a hub id is not a file)."""
-    inputs = {"data": str(WORLD / "data" / "train.jsonl")}
+    split = {**config.get("training", {}), **config["models"][wildcards.model]}.get("split", "train")
+    inputs = {"data": str(WORLD / "data" / f"{split}.jsonl")}
     init = config["models"][wildcards.model].get("init", "world")
     if init != "world" or TINY:
         inputs["init"] = init_path(wildcards.model)

@@ -4,6 +4,8 @@
 WORLD_OUTPUTS = {"data": str(WORLD / "data" / "train.jsonl")}
 if TINY:
     WORLD_OUTPUTS.update(test=str(WORLD / "data" / "test.jsonl"), init=directory(str(WORLD / "init")))
+    if config["world"].get("pretrain_per_family"):
+        WORLD_OUTPUTS["pretrain"] = str(WORLD / "data" / "pretrain.jsonl")
 
 
 rule world:
