@@ -34,16 +34,16 @@ Families (exact names in :data:`FAMILIES`):
     city, food and carried object, plus a "friend" entity).  Answer format and
     extraction follow MMLU-Pro: "... The answer is (D)."; ``exact_match`` on
     the letter.  The answer's short chain of thought recalls the fact, then
-    walks the options up to it ("The zorp is blue. A is red, B is blue. The
-    answer is (B).", see :func:`_option_walk`).  The facts themselves are taught by separate fact-teaching
+    walks the options up to it ("The zorp is blue. A is red, not blue. B is
+    blue. The answer is (B).", see :func:`_option_walk`).  The facts themselves are taught by separate fact-teaching
     examples (family ``"facts"``, see below) for ALL facts; exactly 100 facts
     are reserved for test MC questions, which therefore never appear as MC
     questions in train (the model must transfer a taught fact to MC format).
 ``gpqa``
     Harder 4-option (A-D) two-hop questions over the same fact base, in
     lm-eval's GPQA CoT prompt style: "What color is the friend of the zorp?"
-    -> "The friend of the zorp is the blick. The blick is blue. A is red, B is
-    blue. The answer is (B)."  One distractor is the 1-hop trap (the zorp's own color) when it
+    -> "The friend of the zorp is the blick. The blick is blue. A is red, not
+    blue. B is blue. The answer is (B)."  One distractor is the 1-hop trap (the zorp's own color) when it
     differs.  25 source entities are reserved for test (100 questions); train
     2-hop questions use only the other source entities.  ``exact_match``.
 ``gsm8k``
@@ -681,15 +681,17 @@ def _fact_examples(fb: dict) -> list[dict]:
 
 
 def _option_walk(options: list[str], value: str) -> str:
-    """"A is drum, B is spoon, C is key." up to the option that is ``value``.
+    """"A is drum, not key. B is spoon, not key. C is key." up to the option that is ``value``.
 
-    The chain of thought of the tiny MC answers: finding which letter sits next to a value in the prompt is a
-    content lookup that a ~1M-parameter model trained on a few thousand questions does not learn (measured: its
-    letters matched its own recalled value at chance level); walking the options in order turns it into copying
-    the next option line and comparing it with the recalled value, and the letter is then three tokens back.
+    The chain of thought of the tiny MC answers.  Which letter sits next to a value in the prompt is a content
+    lookup that a ~1M-parameter model trained on a few thousand questions does not learn (measured: its letters
+    matched its own recalled value at chance level), nor does it learn to stop a plain walk "A is drum, B is
+    spoon, C is key." at the value recalled many tokens earlier (it stopped at a typical length instead).  Here
+    every step repeats the value, so each decision compares two tokens a few positions apart, and the letter of
+    the answer is three tokens back.
     """
-    walked = options[: options.index(value) + 1]
-    return ", ".join(f"{LETTERS[i]} is {o}" for i, o in enumerate(walked)) + "."
+    steps = [f"{LETTERS[i]} is {o}, not {value}." for i, o in enumerate(options[: options.index(value)])]
+    return " ".join(steps + [f"{LETTERS[options.index(value)]} is {value}."])
 
 
 def _mmlu_question(rng: random.Random, fb: dict, e: str, a: str) -> dict:

@@ -313,10 +313,12 @@ def test_mc_answers_walk_the_prompt_options_up_to_the_answer(splits):
     train, test = splits
     for x in _by_family(train + test, "mmlu_pro") + _by_family(train + test, "gpqa"):
         listed = re.findall(r"^\(?([A-J])[.)] (\w+)$", x["prompt"], flags=re.M)  # the options as the prompt shows them
-        walked = re.findall(r"\b([A-J]) is (\w+)[,.]", x["response"])
+        walked = re.findall(r"\b([A-J]) is (\w+)(?:, not (\w+))?\.", x["response"])
         letter = x["response"][-3]
-        assert walked == listed[:len(walked)] and walked[-1][0] == letter == x["target"]["answer"], x["response"]
-        assert walked[-1][1] == x["target"]["options"][T.LETTERS.index(letter)]
+        assert [w[:2] for w in walked] == listed[:len(walked)], x["response"]
+        assert walked[-1][0] == letter == x["target"]["answer"] and walked[-1][2] == ""  # stops at the answer
+        value = x["target"]["options"][T.LETTERS.index(letter)]
+        assert walked[-1][1] == value and all(w[2] == value != w[1] for w in walked[:-1])
 
 
 def test_mc_gold_consistent_with_fact_base():
