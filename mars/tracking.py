@@ -7,6 +7,7 @@ database instead of failing the job.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -54,12 +55,31 @@ def config_hash(config: dict) -> str:
 
 
 @contextlib.contextmanager
+def _store_creation_lock(uri: str):
+    """Serialise the first contact with a sqlite store: MLflow creates and migrates its schema then, and two jobs
+    doing that at once on a fresh file fail ("duplicate column name")."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    path = Path(uri[len("sqlite:///"):])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
 def mlflow_run(experiment: str, run_name: str, *, results_dir="results", tags=None, params=None, run_id=None):
     """Start (or, with ``run_id``, resume) a run; yields the mlflow module with the run active."""
     import mlflow
 
-    mlflow.set_tracking_uri(tracking_uri(results_dir))
-    _retry(mlflow.set_experiment, experiment)
+    uri = tracking_uri(results_dir)
+    mlflow.set_tracking_uri(uri)
+    with _store_creation_lock(uri):
+        _retry(mlflow.set_experiment, experiment)
     run = _retry(mlflow.start_run, run_id=run_id, run_name=None if run_id else run_name)
     try:
         if not run_id:
