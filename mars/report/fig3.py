@@ -17,8 +17,10 @@ def main(table8_csv: str, table2_csv: str, stem: str) -> list[Path]:
     ar = reference[reference["model"] == "ar_sft_5ep"]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=False)
     for ax, task, label in ((axes[0], "gsm8k", "GSM8K-like"), (axes[1], "humaneval", "HumanEval-like")):
-        for model, group in sweep.groupby("model", sort=True):
-            group = group.sort_values("tau", ascending=False)
+        # legend order: with L_AR before without, then by block size (4, 8, 16; not the string order 16, 4, 8)
+        models = sorted(sweep["model"].unique(), key=lambda m: ("nolar" in m, int(m.rsplit("_b", 1)[1])))
+        for model in models:
+            group = sweep[sweep["model"] == model].sort_values("tau", ascending=False)
             block = model.rsplit("_b", 1)[1]
             with_ar = "nolar" not in model
             ax.plot(group[f"tpf_{task}"], group[task], marker="o" if with_ar else "x",
@@ -28,5 +30,5 @@ def main(table8_csv: str, table2_csv: str, stem: str) -> list[Path]:
         ax.set_xlabel("tokens per forward")
         ax.set_ylabel("accuracy (%)")
         ax.set_title(label)
-    axes[1].legend(fontsize=7, loc="best")
+    axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))  # outside: no curve hidden
     return save(fig, Path(stem))
