@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from mars.config import TrainSpec, load_config
-from mars.data import load_train_records
+from mars.data import load_records
 from mars.train import build_dataset, load_init, make_trainer
 from mars.world.build import build_world
 
@@ -42,7 +42,7 @@ def trainer_for(fields: dict, init: Path, data: Path, work: Path, batch_size: in
     spec = TrainSpec(init="world", learning_rate=1e-4, batch_size=batch_size, max_length=256, epochs=1,
                      **{"w_ar": 1.0, **fields})
     model, tokenizer = load_init(str(init), spec)
-    dataset = build_dataset(load_train_records(data), tokenizer, spec)
+    dataset = build_dataset(load_records(data, "train"), tokenizer, spec)
     trainer = make_trainer(spec, model, tokenizer, dataset, work)
     if dense:
         trainer.trim_noisy_prefix = False

@@ -167,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--config", required=True)
     train.add_argument("--model", required=True, help="name of the entry under 'models'")
     train.add_argument("--init", required=True, help="starting checkpoint folder (or hub id)")
-    train.add_argument("--data", required=True, help="folder with <split>.jsonl (the entry's split, default train.jsonl)")
+    train.add_argument("--data", required=True, help="folder with <split>.jsonl (the entry's split; default train)")
     train.add_argument("--output", required=True, help="checkpoint folder to create")
     train.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="extra MLflow tag")
     train.set_defaults(run=_train)

@@ -52,10 +52,6 @@ def load_records(data_dir: str | Path, split: str) -> list[dict]:
     return read_jsonl(path)
 
 
-def load_train_records(data_dir: str | Path) -> list[dict]:
-    return load_records(data_dir, "train")
-
-
 def conversation_record(messages: list[dict]) -> dict | None:
     """A chat SFT example (list of {role, content}) -> {messages: context, response: last assistant turn}."""
     if not messages or messages[-1].get("role") != "assistant":

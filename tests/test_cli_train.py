@@ -1,5 +1,6 @@
 """`mars train` on bad input: exit status 2, one clear error line, no output folder."""
 
+import json
 import shutil
 
 import pytest
@@ -121,8 +122,6 @@ def test_training_reads_the_entry_split(tmp_path, capsys, small_init):
     code, err, out = run_train(tmp_path, capsys, write_config(tmp_path, split="pretrain", method="lm"),
                                small_init / "init", data)
     assert code == 0 and not err
-    import json
-
     run_config = json.loads((out / "run_config.json").read_text())
     assert run_config["spec"]["split"] == "pretrain"
     assert json.loads((out / "metrics.json").read_text())["num_examples"] == 64

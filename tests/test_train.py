@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import load_file
 
 from mars.config import TrainSpec
-from mars.data import load_train_records
+from mars.data import load_records
 from mars.train import build_dataset, load_init, make_trainer, train
 
 
@@ -56,7 +56,7 @@ def _one_update(small_init, work, batch_size, grad_accum, method="mars"):
     s = spec(method=method, w_ar=0.0 if method == "block_diffusion" else 1.0, batch_size=batch_size,
              grad_accum=grad_accum, max_steps=2, epochs=1, save_steps=100)
     model, tokenizer = load_init(str(small_init / "init"), s)
-    dataset = build_dataset(load_train_records(small_init / "data"), tokenizer, s)
+    dataset = build_dataset(load_records(small_init / "data", "train"), tokenizer, s)
     trainer = make_trainer(s, model, tokenizer, dataset, work)
     trainer.train()
     return {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
@@ -96,7 +96,7 @@ def test_killed_run_resumes_to_the_same_weights(small_init, tmp_path, sort_micro
 def test_sorted_micro_batches_cut_padding_and_keep_random_steps(small_init, tmp_path):
     # A quarter of the records are 4x longer: random micro-batches nearly all pad to a long one; sorting each
     # optimizer step's examples by length before cutting it into micro-batches does not.
-    records = load_train_records(small_init / "data")
+    records = load_records(small_init / "data", "train")
     records = [dict(r, response=" ".join([r["response"]] * 4)) if i % 4 == 0 else r for i, r in enumerate(records)]
 
     def epoch(sort_micro_batches):

@@ -83,7 +83,8 @@ def build_world(world: dict, out: str | Path) -> dict:
     tokenizer.save_pretrained(tmp / "init")
     lengths = [len(tokenizer(render(tokenizer, r))["input_ids"]) for r in train]
     summary = {
-        "train_examples": len(train), "test_examples": len(test), "pretrain_examples": len(pretrain), "vocab_size": len(tokenizer),
+        "train_examples": len(train), "test_examples": len(test), "pretrain_examples": len(pretrain),
+        "vocab_size": len(tokenizer),
         "parameters": sum(p.numel() for p in model.parameters()),
         "mean_train_tokens": sum(lengths) / len(lengths), "max_train_tokens": max(lengths),
     }

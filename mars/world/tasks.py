@@ -35,16 +35,16 @@ Families (exact names in :data:`FAMILIES`):
     extraction follow MMLU-Pro: "... The answer is (D)."; ``exact_match`` on
     the letter.  The answer's short chain of thought recalls the fact, then
     walks the options up to it ("The zorp is blue. A is red, not blue. B is
-    blue. The answer is (B).", see :func:`_option_walk`).  The facts themselves are taught by separate fact-teaching
-    examples (family ``"facts"``, see below) for ALL facts; exactly 100 facts
+    blue. The answer is (B).", see :func:`_option_walk`).  The facts
+    themselves are taught by separate fact-teaching examples (family ``"facts"``, see below) for ALL facts; exactly 100 facts
     are reserved for test MC questions, which therefore never appear as MC
     questions in train (the model must transfer a taught fact to MC format).
 ``gpqa``
     Harder 4-option (A-D) two-hop questions over the same fact base, in
     lm-eval's GPQA CoT prompt style: "What color is the friend of the zorp?"
     -> "The friend of the zorp is the blick. The blick is blue. A is red, not
-    blue. B is blue. The answer is (B)."  One distractor is the 1-hop trap (the zorp's own color) when it
-    differs.  25 source entities are reserved for test (100 questions); train
+    blue. B is blue. The answer is (B)."  One distractor is the 1-hop trap
+    (the zorp's own color) when it differs.  25 source entities are reserved for test (100 questions); train
     2-hop questions use only the other source entities.  ``exact_match``.
 ``gsm8k``
     Two/three-step arithmetic word problems with small numbers and worked

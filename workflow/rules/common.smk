@@ -1,6 +1,8 @@
 # Paths and helpers shared by every stage.
 from pathlib import Path
 
+from mars.config import train_spec
+
 RESULTS_ROOT = Path(config.get("results_dir", "results"))
 RESULTS = RESULTS_ROOT / config["name"]
 WORLD = RESULTS / "world"
@@ -39,8 +41,7 @@ def init_path(name):
 
 def init_input(wildcards):
     """Snakemake inputs of a training job (a hub id is not a file)."""
-    split = {**config.get("training", {}), **config["models"][wildcards.model]}.get("split", "train")
-    inputs = {"data": str(WORLD / "data" / f"{split}.jsonl")}
+    inputs = {"data": str(WORLD / "data" / f"{train_spec(config, wildcards.model).split}.jsonl")}
     init = config["models"][wildcards.model].get("init", "world")
     if init != "world" or TINY:
         inputs["init"] = init_path(wildcards.model)
