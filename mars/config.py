@@ -2,12 +2,17 @@
 
 ``config.yaml`` at the repository root is the tiny default; ``configs/`` holds the smoke and paper-scale configs.
 A training entry is the ``training`` defaults overlaid with one ``models.<name>`` entry (:func:`train_spec`).
+
+Every default lives in the schema (``"default"``): :func:`validate` fills them in, and the command-line flags and
+:class:`TrainSpec` read theirs from there (:func:`schema_defaults`).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import asdict, dataclass, fields
+from functools import cache
 from pathlib import Path
 
 import jsonschema
@@ -21,30 +26,77 @@ class ConfigError(ValueError):
     """A bad configuration, command-line flag, checkpoint or data set: reported as one line, exit code 2."""
 
 
+@cache
+def load_schema() -> dict:
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def _filling_validator():
+    """A validator that sets each missing property that has a schema ``default`` before validating it."""
+    base = jsonschema.Draft202012Validator
+    check_properties = base.VALIDATORS["properties"]
+
+    def properties(validator, props, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in props.items():
+                if "default" in sub and name not in instance:
+                    instance[name] = copy.deepcopy(sub["default"])
+        yield from check_properties(validator, props, instance, schema)
+
+    return jsonschema.validators.extend(base, {"properties": properties})
+
+
+def schema_defaults(section: str) -> dict:
+    """The defaults of one top-level section ("training", "eval", "bench", "report"), as filled in by validate."""
+    props = load_schema()["properties"][section].get("properties", {})
+    return {name: copy.deepcopy(sub["default"]) for name, sub in props.items() if "default" in sub}
+
+
+def validate_section(section: str, value: dict) -> dict:
+    """Fill in and check one top-level section alone (e.g. a ``world`` dict given to ``build_world``)."""
+    schema = load_schema()
+    value = copy.deepcopy(value)
+    error = jsonschema.exceptions.best_match(
+        _filling_validator()({**schema["properties"][section], "$defs": schema["$defs"]}).iter_errors(value))
+    if error is not None:
+        raise ConfigError(f"config key {'.'.join([section, *map(str, error.absolute_path)])!r}: {error.message}")
+    return value
+
+
+DEFAULT_RESULTS_DIR = load_schema()["properties"]["results_dir"]["default"]
+
+
+def _default(name: str):
+    return schema_defaults("training")[name]
+
+
 @dataclass(frozen=True)
 class TrainSpec:
+    """One model's training settings: the ``training`` section overlaid with its ``models.<name>`` entry. The
+    defaults are the schema's (``training`` section)."""
+
     method: str  # lm (plain LM pre-training of the tiny base) | ar (SFT) | mars | block_diffusion
     init: str  # "world" or the name of another model entry (resolved to a folder by the caller)
-    split: str = "train"  # the data file trained on: <data>/<split>.jsonl (tiny base: "pretrain")
-    attention: str = "mars"  # mars | bidirectional: attention inside the noisy block (method mars)
-    block_size: int = 4
-    w_ar: float = 1.0
-    epochs: float = 5.0
-    learning_rate: float = 5e-6
-    lr_scheduler: str = "cosine"
-    warmup_ratio: float = 0.03
-    weight_decay: float = 0.0
-    batch_size: int = 8  # per device
-    grad_accum: int = 1
-    max_length: int = 512
-    bf16: bool = False
-    activation_checkpointing: bool = False
-    sort_micro_batches: bool = False  # random optimizer steps, each split into length-sorted micro-batches
-    seed: int = 0
-    max_steps: int = -1  # > 0 overrides epochs (smoke tests)
-    save_steps: int = 100
-    logging_steps: int = 10
-    threads: int = 0  # torch intra-op threads; 0 = torch's default
+    split: str = _default("split")  # the data file trained on: <data>/<split>.jsonl (tiny base: "pretrain")
+    attention: str = _default("attention")  # mars | bidirectional: attention inside the noisy block (method mars)
+    block_size: int = _default("block_size")
+    w_ar: float = _default("w_ar")
+    epochs: float = _default("epochs")
+    learning_rate: float = _default("learning_rate")
+    lr_scheduler: str = _default("lr_scheduler")
+    warmup_ratio: float = _default("warmup_ratio")
+    weight_decay: float = _default("weight_decay")
+    batch_size: int = _default("batch_size")  # per device
+    grad_accum: int = _default("grad_accum")
+    max_length: int = _default("max_length")
+    bf16: bool = _default("bf16")
+    activation_checkpointing: bool = _default("activation_checkpointing")
+    sort_micro_batches: bool = _default("sort_micro_batches")  # random steps, each in length-sorted micro-batches
+    seed: int = _default("seed")
+    max_steps: int = _default("max_steps")  # > 0 overrides epochs (smoke tests)
+    save_steps: int = _default("save_steps")
+    logging_steps: int = _default("logging_steps")
+    threads: int = _default("threads")  # torch intra-op threads; 0 = torch's default
 
     @property
     def variant(self) -> str:
@@ -55,27 +107,37 @@ class TrainSpec:
         return asdict(self)
 
 
-def load_schema() -> dict:
-    return json.loads(SCHEMA_PATH.read_text())
-
-
 def _error_path(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path) or "<top level>"
 
 
 def validate(config: dict) -> dict:
-    """Raise ConfigError naming the offending key; fill nothing in (defaults live in TrainSpec)."""
-    validator = jsonschema.Draft202012Validator(load_schema())
+    """Fill in the schema's defaults (in place) and check the config; ConfigError naming the offending key."""
+    validator = _filling_validator()(load_schema())
     error = jsonschema.exceptions.best_match(validator.iter_errors(config))
     if error is not None:
         raise ConfigError(f"config key {_error_path(error)!r}: {error.message}")
     for name, entry in config.get("models", {}).items():
-        init = entry.get("init", "world")
+        init = entry["init"]
         if init != "world" and init not in config["models"]:
             raise ConfigError(f"config key 'models.{name}.init': {init!r} is neither 'world' nor a model entry")
         if init == name:
             raise ConfigError(f"config key 'models.{name}.init': a model cannot start from itself")
     return config
+
+
+def check_model_references(config: dict) -> None:
+    """Every model the tables, figures and benchmark name must be a model entry: a renamed or removed entry is one
+    clear error, never a silently missing row. (Checked by the workflow, not by a single ``mars train``.)"""
+    models = config["models"]
+    refs = {"report.base_model": config["report"]["base_model"], "eval.metric_model": config["eval"]["metric_model"],
+            "eval.figure1.model": config["eval"]["figure1"]["model"], "bench.model": config["bench"]["model"],
+            **{f"report.rows.{role}": name for role, name in config["report"]["rows"].items()},
+            **{f"eval.sweep_models[{i}]": name for i, name in enumerate(config["eval"]["sweep_models"] or [])}}
+    for key, name in refs.items():
+        if name not in models and not (key == "report.base_model" and name == "world"):
+            known = ", ".join(sorted(models))
+            raise ConfigError(f"config key {key!r}: {name!r} is not a model entry (the config has: {known})")
 
 
 def load_config(path: str | Path) -> dict:

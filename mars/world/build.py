@@ -20,13 +20,9 @@ from pathlib import Path
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from mars.config import ConfigError
+from mars.config import ConfigError, validate_section
 from mars.data import write_jsonl
 from mars.world.tokenizer import train_tokenizer
-
-MODEL_DEFAULTS = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=512)
-
 
 def render(tokenizer, record: dict) -> str:
     messages = [{"role": "user", "content": record["prompt"]}, {"role": "assistant", "content": record["response"]}]
@@ -34,7 +30,7 @@ def render(tokenizer, record: dict) -> str:
 
 
 def tiny_model(tokenizer, model_fields: dict, seed: int) -> Qwen2ForCausalLM:
-    fields = {**MODEL_DEFAULTS, **model_fields}
+    fields = validate_section("world", {"kind": "tiny", "model": model_fields})["model"]
     if fields["hidden_size"] % fields["num_attention_heads"]:
         raise ConfigError("config key 'world.model.hidden_size': must be divisible by num_attention_heads")
     if fields["num_attention_heads"] % fields["num_key_value_heads"]:
@@ -58,14 +54,15 @@ def tiny_model(tokenizer, model_fields: dict, seed: int) -> Qwen2ForCausalLM:
 def build_world(world: dict, out: str | Path) -> dict:
     if world.get("kind", "tiny") != "tiny":
         raise ConfigError("mars world builds the tiny world only; an hf world starts from its hub checkpoint")
+    world = validate_section("world", {"kind": "tiny", **world})  # the schema's defaults filled in
     out = Path(out)
     if out.exists():
         raise ConfigError(f"world folder exists already (remove it first): {out}")
     from mars.world.tasks import make_pretrain, make_splits
 
-    seed = world.get("seed", 0)
-    train, test = make_splits(world.get("train_per_family", 400), world.get("test_per_family", 100), seed=seed)
-    pretrain = make_pretrain(world["pretrain_per_family"], seed=seed) if world.get("pretrain_per_family") else []
+    seed = world["seed"]
+    train, test = make_splits(world["train_per_family"], world["test_per_family"], seed=seed)
+    pretrain = make_pretrain(world["pretrain_per_family"], seed=seed) if world["pretrain_per_family"] else []
     for record in train + test + pretrain:  # one Arrow-friendly schema for every family (lm-eval reads them)
         record["target"] = json.dumps(record["target"], sort_keys=True)
 
@@ -77,8 +74,8 @@ def build_world(world: dict, out: str | Path) -> dict:
         write_jsonl(tmp / "data" / "pretrain.jsonl", pretrain)
     # The tokenizer is trained on the training split only (the test split stays unseen).
     corpus = [r["prompt"] + "\n" + r["response"] for r in train]
-    tokenizer = train_tokenizer(corpus, world.get("vocab_size", 640))
-    model = tiny_model(tokenizer, world.get("model", {}), seed)
+    tokenizer = train_tokenizer(corpus, world["vocab_size"])
+    model = tiny_model(tokenizer, world["model"], seed)
     model.save_pretrained(tmp / "init", safe_serialization=True)
     tokenizer.save_pretrained(tmp / "init")
     lengths = [len(tokenizer(render(tokenizer, r))["input_ids"]) for r in train]
