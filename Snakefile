@@ -6,8 +6,6 @@
 import os
 import sys
 
-from snakemake.utils import validate
-
 # Jobs call the `mars` command of the interpreter running Snakemake (e.g. .venv/bin/snakemake without activating
 # the venv); a rule's conda environment, when used, comes first on PATH instead.
 os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
@@ -19,7 +17,10 @@ if not config:
 
 
 
-validate(config, "workflow/schemas/config.schema.json")
+from mars.config import check_model_references, validate
+
+validate(config)  # fills in the schema's defaults (mars/schemas/config.schema.json); one clear error on a bad key
+check_model_references(config)  # every model a table, figure or the bench names is a model entry
 
 
 report: "workflow/report/workflow.rst"
@@ -40,9 +41,9 @@ include: "workflow/rules/report.smk"
 
 rule all:
     input:
-        [str(TABLES / f"{name}.csv") for name in [*TABLE_INPUTS, "table5"]],
+        [str(TABLES / f"{name}.csv") for name in X.TABLES],
         # every evaluation result is a target too: one that was deleted is rebuilt, then what reads it
-        sorted({p for files in TABLE_INPUTS.values() for p in files} | set(FIG6_INPUTS) | {FIG1_INPUT}),
+        setting_files(X.all_settings(config)),
         rules.figure1.output,
         rules.figure3.output,
         rules.figure6.output,

@@ -1,8 +1,9 @@
 """Read the pipeline's outputs into flat tables.
 
-Evaluation results live at ``<results>/<name>/eval/<model>/<setting>/<task>.json`` (one ``mars eval`` result per
-file), where ``setting`` is ``<method>-tau<tau>-<metric>`` (:func:`setting_name`).  Trained models live at
-``<results>/<name>/models/<model>/`` with ``metrics.json`` (optimizer steps, wall time).
+Evaluation results live at ``<results>/<name>/<kind>/<model>/<setting>/<family>.json`` (one ``mars eval`` result
+per file; kind ``eval`` or ``sweep``; ``setting`` = ``<method>-tau<tau>-<metric>``, see
+:func:`mars.experiments.setting_name`). Trained models live at ``<results>/<name>/models/<model>/`` with
+``metrics.json`` (optimizer steps, wall time) and ``run_config.json`` (the spec they were trained with).
 """
 
 from __future__ import annotations
@@ -13,25 +14,23 @@ from pathlib import Path
 
 import pandas as pd
 
-# Task families in the paper's column order, the tiny profile's task names, and the paper's lm-eval names.
-FAMILIES = ("ifeval", "bbh", "mmlu_pro", "gpqa", "gsm8k", "humaneval")
-TINY_TASKS = {f: f"tiny_{f}" for f in FAMILIES}
+from mars.config import ConfigError
+from mars.experiments import parse_setting
 
-
-def setting_name(method: str, tau: float, metric: str = "probability") -> str:
-    return f"{method}-tau{float(tau):g}-{metric}"
-
-
-def parse_setting(setting: str) -> tuple[str, float, str]:
-    method, tau, metric = setting.split("-")
-    return method, float(tau[3:]), metric
+EVAL_COLUMNS = ["kind", "model", "setting", "method", "tau", "acceptance", "task", "family", "metric", "score",
+                "stderr", "tokens_per_forward", "generated_tokens", "forwards", "eval_wall_time_s", "block_size",
+                "cache", "max_gen_toks", "limit"]
 
 
 def load_eval(path: Path) -> dict:
-    record = json.loads(Path(path).read_text())
-    metric = record["primary_metric"]
-    value = record["metrics"][metric]["value"]
+    try:
+        record = json.loads(Path(path).read_text())
+        metric = record["primary_metric"]
+        value = record["metrics"][metric]["value"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise ConfigError(f"evaluation result {path} is unreadable or incomplete: {exc}") from None
     stderr = record["metrics"][metric].get("stderr")
+    args = record.get("model_args", {})
     return {
         "task": record["task"], "family": record["family"], "metric": metric,
         "score": 100.0 * float(value),  # percent, as the paper reports
@@ -40,29 +39,44 @@ def load_eval(path: Path) -> dict:
         "generated_tokens": int(record["decoding"]["generated_tokens"]),
         "forwards": int(record["decoding"]["forwards"]),
         "eval_wall_time_s": float(record["decoding"].get("eval_wall_time_s", math.nan)),
+        # the decoding settings the number came from, as the evaluation recorded them
+        "block_size": args.get("block_size"), "cache": args.get("cache"),
+        "max_gen_toks": record.get("eval_args", {}).get("max_gen_toks"),
+        "limit": record.get("eval_args", {}).get("limit"),
     }
 
 
-def collect_evals(eval_dir: str | Path, paths: list[str | Path] | None = None) -> pd.DataFrame:
-    """One row per result file: model, setting (method, tau, metric), family, score (%), tokens per forward..."""
-    eval_dir = Path(eval_dir)
-    files = [Path(p) for p in paths] if paths is not None else sorted(eval_dir.glob("*/*/*.json"))
+def collect_evals(paths: list[str | Path]) -> pd.DataFrame:
+    """One row per result file: kind, model, setting (method, tau, metric), family, score (%), tokens per forward,
+    and the decoding settings."""
     rows = []
-    for path in files:
+    for path in map(Path, paths):
         setting_dir = path.parent
         method, tau, metric = parse_setting(setting_dir.name)
-        rows.append({"model": setting_dir.parent.name, "setting": setting_dir.name, "method": method, "tau": tau,
-                     "acceptance": metric, **load_eval(path)})
-    columns = ["model", "setting", "method", "tau", "acceptance", "task", "family", "metric", "score", "stderr",
-               "tokens_per_forward", "generated_tokens", "forwards", "eval_wall_time_s"]
-    return pd.DataFrame(rows, columns=columns)
+        rows.append({"kind": setting_dir.parent.parent.name, "model": setting_dir.parent.name,
+                     "setting": setting_dir.name, "method": method, "tau": tau, "acceptance": metric,
+                     **load_eval(path)})
+    return pd.DataFrame(rows, columns=EVAL_COLUMNS)
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path} is missing or unreadable: {exc}") from None
 
 
 def training_cost(models_dir: str | Path, model: str) -> dict:
     """Optimizer steps and wall time of a trained model (for compute-matched comparisons)."""
-    path = Path(models_dir) / model / "metrics.json"
-    if not path.is_file():
-        return {"optimizer_steps": math.nan, "train_wall_time_s": math.nan}
-    metrics = json.loads(path.read_text())
+    metrics = read_json(Path(models_dir) / model / "metrics.json")
     return {"optimizer_steps": metrics.get("optimizer_steps", math.nan),
             "train_wall_time_s": metrics.get("train_runtime_s") or metrics.get("wall_time_s", math.nan)}
+
+
+def read_benchmark(path: str | Path) -> dict:
+    """One Snakemake ``benchmark:`` file: wall seconds and peak resident memory (MB) of the job."""
+    frame = pd.read_csv(path, sep="\t")
+    if frame.empty or "s" not in frame or "max_rss" not in frame:
+        raise ConfigError(f"{path} is not a Snakemake benchmark file")
+    max_rss = pd.to_numeric(frame["max_rss"], errors="coerce")
+    return {"job_wall_time_s": float(frame["s"].iloc[-1]), "peak_rss_mb": float(max_rss.iloc[-1])}

@@ -14,15 +14,15 @@ def main(table8_csv: str, table2_csv: str, stem: str) -> list[Path]:
     setup()
     sweep = pd.read_csv(table8_csv)
     reference = pd.read_csv(table2_csv)
-    ar = reference[reference["model"] == "ar_sft_5ep"]
+    ar = reference[reference["row"] == "AR SFT (5 ep)"]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=False)
     for ax, task, label in ((axes[0], "gsm8k", "GSM8K-like"), (axes[1], "humaneval", "HumanEval-like")):
         # legend order: with L_AR before without, then by block size (4, 8, 16; not the string order 16, 4, 8)
-        models = sorted(sweep["model"].unique(), key=lambda m: ("nolar" in m, int(m.rsplit("_b", 1)[1])))
-        for model in models:
-            group = sweep[sweep["model"] == model].sort_values("tau", ascending=False)
-            block = model.rsplit("_b", 1)[1]
-            with_ar = "nolar" not in model
+        # (block size and SFT loss are Table 8's columns, read from the checkpoints' run configs)
+        curves = sweep.drop_duplicates("model").sort_values(["sft_loss", "block_size"], ascending=[False, True])
+        for curve in curves.itertuples():
+            group = sweep[sweep["model"] == curve.model].sort_values("tau", ascending=False)
+            block, with_ar = int(curve.block_size), curve.sft_loss == "yes"
             ax.plot(group[f"tpf_{task}"], group[task], marker="o" if with_ar else "x",
                     linestyle="-" if with_ar else "--", label=f"B={block}" + ("" if with_ar else " w/o L_AR"))
         if not ar.empty:

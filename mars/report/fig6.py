@@ -11,7 +11,7 @@ from mars.report.plotting import plt, save, setup
 
 def main(eval_files: list[str], stem: str) -> list[Path]:
     setup()
-    frame = collect_evals(Path("."), eval_files)
+    frame = collect_evals(eval_files)
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
     for ax, family in zip(axes, ("gsm8k", "humaneval")):
         part = frame[frame.family == family]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import matplotlib
+
+from mars.fileio import write_bytes_atomic
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -24,9 +27,9 @@ def save(fig, stem: str | Path) -> list[Path]:
     for suffix, metadata in ((".png", {"Software": None}), (".pdf", {"CreationDate": None, "Producer": None,
                                                                     "Creator": None})):
         path = stem.with_suffix(suffix)
-        tmp = path.with_name(path.stem + ".tmp" + suffix)
-        fig.savefig(tmp, bbox_inches="tight", metadata=metadata)
-        tmp.replace(path)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format=suffix[1:], bbox_inches="tight", metadata=metadata)
+        write_bytes_atomic(path, buffer.getvalue())
         paths.append(path)
     plt.close(fig)
     return paths

@@ -4,7 +4,7 @@
 WORLD_OUTPUTS = {"data": str(WORLD / "data" / "train.jsonl")}
 if TINY:
     WORLD_OUTPUTS.update(test=str(WORLD / "data" / "test.jsonl"), init=directory(str(WORLD / "init")))
-    if config["world"].get("pretrain_per_family"):
+    if config["world"]["pretrain_per_family"]:
         WORLD_OUTPUTS["pretrain"] = str(WORLD / "data" / "pretrain.jsonl")
 
 
@@ -13,9 +13,12 @@ rule world:
         **WORLD_OUTPUTS,
     params:
         out=str(WORLD),
+        job=X.as_param(config["world"]),
     conda:
         "../../envs/train.yaml"
     log:
         str(RESULTS / "logs" / "world.log"),
+    benchmark:
+        str(BENCHMARKS / "world.tsv")
     shell:
-        "rm -rf {params.out} && mars world --config {CONFIGFILE} --output {params.out} > {log} 2>&1"
+        "rm -rf {params.out} && mars world --job {params.job:q} --output {params.out} > {log} 2>&1"

@@ -1,8 +1,9 @@
 # Stage 3: benchmark evaluations through lm-evaluation-harness (`mars eval`).
 # One job per (model, decoding setting) evaluates a set of tasks in one process (the harness and model load once):
-#   eval/<model>/<setting>/<family>.json    all six families (Tables 2, 3, 4, 9, ablations)
+#   eval/<model>/<setting>/<family>.json    all six families (Tables 2, 3, 4, 9, ablations, Figure 1)
 #   sweep/<model>/<setting>/<family>.json   GSM8K- and HumanEval-like only (tau sweep: Table 8, Figures 3 and 6)
-# <setting> = <method>-tau<tau>-<metric>.
+# <setting> = <method>-tau<tau>-<metric>. Which settings exist is mars.experiments' declaration; each job's
+# decoding settings (block size = the trained one) are its `job` param.
 
 
 def eval_inputs(wildcards):
@@ -15,64 +16,61 @@ def eval_inputs(wildcards):
     return inputs
 
 
-def eval_command(families):
-    tasks = ",".join(TASK_NAMES[f] for f in families)
-    return (
-        "OMP_NUM_THREADS={threads} mars eval --model {params.model} --tasks " + tasks +
-        " --profile {EVAL_PROFILE} --data {params.data} --method {wildcards.method} --tau {wildcards.tau}"
-        " --metric {wildcards.metric} --cache {EVAL_CACHE} {params.block} {params.limit}"
-        " --batch-size {EVAL_BATCH} --max-gen-toks {EVAL_TOKENS} --output {params.out}/{{family}}.json"
-        " --experiment {config[name]} --results-dir {RESULTS_ROOT}"
-        " --tag rule={rule} --tag model={wildcards.model} > {log} 2>&1"
+def eval_params(kind):
+    return dict(
+        job=lambda wildcards: X.as_param(X.eval_job(config, wildcards.model, wildcards.method, float(wildcards.tau),
+                                                    wildcards.metric, kind)),
+        model=lambda wildcards: model_path(wildcards.model),
+        data=str(WORLD / "data"),
+        out=lambda wildcards, output: str(Path(output[0]).parent),
     )
 
 
-EVAL_PARAMS = dict(
-    model=lambda wildcards: model_path(wildcards.model),
-    data=str(WORLD / "data"),
-    block=lambda wildcards: "--block-size 4" if wildcards.method == "jacobi" else "",
-    limit=f"--limit {EVAL['limit']}" if EVAL.get("limit") else "",
+EVAL_COMMAND = (
+    "OMP_NUM_THREADS={threads} mars eval --job {params.job:q} --model {params.model} --data {params.data}"
+    " --output {params.out}/{{family}}.json --results-dir {RESULTS_ROOT}"
+    " --tag rule={rule} --tag model={wildcards.model} > {log} 2>&1"
 )
-SETTING = "{method}-tau{tau}-{metric}"
+EVAL_WILDCARDS = dict(metric="|".join(X.ACCEPTANCE_METRICS), tau=r"[0-9.]+", model="|".join([*config["models"], "world"]))
 
 
 rule evaluate:
     input:
         unpack(eval_inputs),
     output:
-        [str(RESULTS / "eval" / "{model}" / SETTING / f"{family}.json") for family in FAMILIES],
+        [str(RESULTS / "eval" / "{model}" / SETTING / f"{family}.json") for family in X.FAMILIES],
     params:
-        out=lambda wildcards, output: str(Path(output[0]).parent),
-        **EVAL_PARAMS,
+        **eval_params("eval"),
     wildcard_constraints:
-        method="ar|mars|jacobi|block_diffusion",
-        metric="probability|entropy|margin",
-        tau=r"[0-9.]+",
+        method="|".join(X.DECODE_METHODS),
+        **EVAL_WILDCARDS,
     threads: 1
     conda:
         "../../envs/eval.yaml"
     log:
         str(RESULTS / "logs" / "eval" / "{model}" / (SETTING + ".log")),
+    benchmark:
+        str(BENCHMARKS / "eval" / "{model}" / (SETTING + ".tsv"))
     shell:
-        eval_command(FAMILIES)
+        EVAL_COMMAND
 
 
 rule evaluate_sweep:
     input:
         unpack(eval_inputs),
     output:
-        [str(RESULTS / "sweep" / "{model}" / SETTING / f"{family}.json") for family in SWEEP_FAMILIES],
+        [str(RESULTS / "sweep" / "{model}" / SETTING / f"{family}.json") for family in X.SWEEP_FAMILIES],
     params:
-        out=lambda wildcards, output: str(Path(output[0]).parent),
-        **EVAL_PARAMS,
+        **eval_params("sweep"),
     wildcard_constraints:
         method="mars",
-        metric="probability|entropy|margin",
-        tau=r"[0-9.]+",
+        **EVAL_WILDCARDS,
     threads: 1
     conda:
         "../../envs/eval.yaml"
     log:
         str(RESULTS / "logs" / "sweep" / "{model}" / (SETTING + ".log")),
+    benchmark:
+        str(BENCHMARKS / "sweep" / "{model}" / (SETTING + ".tsv"))
     shell:
-        eval_command(SWEEP_FAMILIES)
+        EVAL_COMMAND

@@ -1,52 +1,36 @@
 # Stage 5: tables (CSV + Markdown + LaTeX) and figures (PNG + PDF), each from one script over pipeline outputs.
+# The rows of every table and the evaluations behind them are declared once, in mars.experiments.
 
-MARS_B = present("mars_b4", "mars_b8", "mars_b16")
-NOLAR_B = present("mars_nolar_b4", "mars_nolar_b8", "mars_nolar_b16")
-TABLE2_MODELS = present(BASE, "ar_sft_5ep", "ar_sft_10ep", "block_diffusion_b4", "mars_nolar_b4", "mars_b4")
-ABLATION_MODELS = present("mars_nolar_b4", "mars_nolar_b8", "mars_nolar_b16", "mars_bidir_b4",
-                          "block_diffusion_b4", "ar_sft_10ep", "mars_b4", "mars_b8", "mars_b16", "ar_sft_5ep")
-SWEEP_MODELS = present(*EVAL.get("sweep_models", MARS_B + NOLAR_B))
-FIG1 = EVAL.get("figure1", {"model": "mars_b4", "family": "gsm8k", "tau": 0.95})
-METRIC_MODEL = EVAL.get("metric_model", "mars_b4")
-METRIC_TAUS = EVAL.get("metric_taus", [0.95, 0.9, 0.8, 0.7, 0.5])
-
-TABLE_INPUTS = {
-    "table2": evals_at(TABLE2_MODELS, 1.0),
-    "table3": evals_at(MARS_B + NOLAR_B, 1.0),
-    "table4": evals_at(MARS_B, 1.0) + evals_at(MARS_B, 0.95),
-    "table8": [eval_file(m, "mars", t, "probability", f, "sweep") for m in SWEEP_MODELS for t in SWEEP_TAUS
-               for f in SWEEP_FAMILIES],
-    "table9": evals_at(present("mars_b4"), 0.95)
-    + [eval_file("ar_sft_5ep", "jacobi", 1.0, "probability", f) for f in FAMILIES if "ar_sft_5ep" in config["models"]],
-    "ablations": evals_at(ABLATION_MODELS, 1.0)
-    + evals_at([m for m in ABLATION_MODELS if decode_method(m) != "ar"], 0.95),
-}
-FIG6_INPUTS = [eval_file(METRIC_MODEL, "mars", t, m, f, "sweep") for m in ("probability", "entropy", "margin")
-               for t in METRIC_TAUS for f in SWEEP_FAMILIES]
-FIG1_INPUT = eval_file(FIG1["model"], "mars", FIG1["tau"], "probability", FIG1["family"])
+EVAL_TABLES = [t for t in X.TABLES if t not in ("table5", "cost")]
+TABLE_INPUTS = {t: setting_files(X.table_settings(config, t)) for t in EVAL_TABLES}
+FIG1_INPUT = setting_files(X.figure_settings(config, "fig1"))[X.FAMILIES.index(config["eval"]["figure1"]["family"])]
+FIG6_INPUTS = setting_files(X.figure_settings(config, "fig6"))
+REPORT_COMMAND = "mars report {params.what} --job {params.job:q} --results-dir {RESULTS_ROOT}"
 
 
-def table_models(name):
-    return sorted({Path(p).parent.parent.name for p in TABLE_INPUTS.get(name, [])} - {"world"})
+def report_job(**job):
+    return X.as_param({"experiment": config["name"], **job})
 
 
 rule table:
     input:
         evals=lambda wildcards: TABLE_INPUTS[wildcards.table],
-        models=lambda wildcards: [model_dir(m) for m in table_models(wildcards.table)],
+        models=lambda wildcards: [model_dir(m) for m in X.table_models(config, wildcards.table)],
     output:
         csv=report(str(TABLES / "{table}.csv"), caption="../report/table.rst", category="Tables"),
         md=str(TABLES / "{table}.md"),
         tex=str(TABLES / "{table}.tex"),
+    params:
+        what="table",
+        job=lambda wildcards: X.as_param(X.table_job(config, wildcards.table)),
     wildcard_constraints:
-        table="|".join(TABLE_INPUTS),
+        table="|".join(EVAL_TABLES),
     conda:
         "../../envs/report.yaml"
     log:
         str(RESULTS / "logs" / "{table}.log"),
     shell:
-        "mars report table --name {wildcards.table} --config {CONFIGFILE} --results {RESULTS}"
-        " --inputs {input.evals} --output {output.csv} > {log} 2>&1"
+        REPORT_COMMAND + " --results {RESULTS} --inputs {input.evals} --output {output.csv} > {log} 2>&1"
 
 
 rule table5:
@@ -56,30 +40,53 @@ rule table5:
         csv=report(str(TABLES / "table5.csv"), caption="../report/table5.rst", category="Tables"),
         md=str(TABLES / "table5.md"),
         tex=str(TABLES / "table5.tex"),
+    params:
+        what="table",
+        job=X.as_param(X.table_job(config, "table5")),
     conda:
         "../../envs/report.yaml"
     log:
         str(RESULTS / "logs" / "table5.log"),
     shell:
-        "mars report table --name table5 --config {CONFIGFILE} --results {RESULTS} --bench {input.bench}"
-        " --output {output.csv} > {log} 2>&1"
+        REPORT_COMMAND + " --results {RESULTS} --bench {input.bench} --output {output.csv} > {log} 2>&1"
+
+
+rule cost_table:
+    input:
+        benchmarks=[str(BENCHMARKS / "train" / f"{m}.tsv") for m in config["models"]],
+        models=[model_dir(m) for m in config["models"]],
+    output:
+        csv=report(str(TABLES / "cost.csv"), caption="../report/cost.rst", category="Tables"),
+        md=str(TABLES / "cost.md"),
+        tex=str(TABLES / "cost.tex"),
+    params:
+        what="table",
+        job=X.as_param(X.table_job(config, "cost")),
+    conda:
+        "../../envs/report.yaml"
+    log:
+        str(RESULTS / "logs" / "cost.log"),
+    shell:
+        REPORT_COMMAND + " --results {RESULTS} --inputs {input.benchmarks} --output {output.csv} > {log} 2>&1"
 
 
 rule figure1:
     input:
         eval=FIG1_INPUT,
-        model=model_path(FIG1["model"]),
+        model=model_path(config["eval"]["figure1"]["model"]),
     output:
         png=report(str(FIGURES / "fig1_shaded_generation.png"), caption="../report/fig1.rst", category="Figures"),
         pdf=str(FIGURES / "fig1_shaded_generation.pdf"),
     params:
+        what="figure",
+        job=report_job(figure="fig1"),
         stem=str(FIGURES / "fig1_shaded_generation"),
     conda:
         "../../envs/report.yaml"
     log:
         str(RESULTS / "logs" / "figure1.log"),
     shell:
-        "mars report figure --config {CONFIGFILE} --name fig1 --inputs {input.eval} {input.model} --output {params.stem} > {log} 2>&1"
+        REPORT_COMMAND + " --inputs {input.eval} {input.model} --output {params.stem} > {log} 2>&1"
 
 
 rule figure3:
@@ -90,13 +97,15 @@ rule figure3:
         png=report(str(FIGURES / "fig3_pareto.png"), caption="../report/fig3.rst", category="Figures"),
         pdf=str(FIGURES / "fig3_pareto.pdf"),
     params:
+        what="figure",
+        job=report_job(figure="fig3"),
         stem=str(FIGURES / "fig3_pareto"),
     conda:
         "../../envs/report.yaml"
     log:
         str(RESULTS / "logs" / "figure3.log"),
     shell:
-        "mars report figure --config {CONFIGFILE} --name fig3 --inputs {input.table8} {input.table2} --output {params.stem} > {log} 2>&1"
+        REPORT_COMMAND + " --inputs {input.table8} {input.table2} --output {params.stem} > {log} 2>&1"
 
 
 rule figure6:
@@ -106,13 +115,15 @@ rule figure6:
         png=report(str(FIGURES / "fig6_acceptance_metrics.png"), caption="../report/fig6.rst", category="Figures"),
         pdf=str(FIGURES / "fig6_acceptance_metrics.pdf"),
     params:
+        what="figure",
+        job=report_job(figure="fig6"),
         stem=str(FIGURES / "fig6_acceptance_metrics"),
     conda:
         "../../envs/report.yaml"
     log:
         str(RESULTS / "logs" / "figure6.log"),
     shell:
-        "mars report figure --config {CONFIGFILE} --name fig6 --inputs {input} --output {params.stem} > {log} 2>&1"
+        REPORT_COMMAND + " --inputs {input} --output {params.stem} > {log} 2>&1"
 
 
 rule figure_wallclock:
@@ -122,10 +133,12 @@ rule figure_wallclock:
         png=report(str(FIGURES / "fig_wallclock.png"), caption="../report/wallclock.rst", category="Figures"),
         pdf=str(FIGURES / "fig_wallclock.pdf"),
     params:
+        what="figure",
+        job=report_job(figure="wallclock"),
         stem=str(FIGURES / "fig_wallclock"),
     conda:
         "../../envs/report.yaml"
     log:
         str(RESULTS / "logs" / "figure_wallclock.log"),
     shell:
-        "mars report figure --config {CONFIGFILE} --name wallclock --inputs {input} --output {params.stem} > {log} 2>&1"
+        REPORT_COMMAND + " --inputs {input} --output {params.stem} > {log} 2>&1"

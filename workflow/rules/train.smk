@@ -7,15 +7,18 @@ rule train:
     output:
         directory(str(RESULTS / "models" / "{model}")),
     params:
+        job=lambda wildcards: X.as_param(X.train_job(config, wildcards.model)),
         init=lambda wildcards: init_path(wildcards.model),
         data=str(WORLD / "data"),
     wildcard_constraints:
         model="|".join(config["models"]),
-    threads: lambda wildcards: config["models"][wildcards.model].get("threads", config["training"].get("threads", 1)) or 1
+    threads: lambda wildcards: train_spec(config, wildcards.model).threads or 1
     conda:
         "../../envs/train.yaml"
     log:
         str(RESULTS / "logs" / "train_{model}.log"),
+    benchmark:
+        str(BENCHMARKS / "train" / "{model}.tsv")
     shell:
-        "OMP_NUM_THREADS={threads} mars train --config {CONFIGFILE} --model {wildcards.model} --init {params.init}"
-        " --data {params.data} --output {output} --tag rule=train --tag model={wildcards.model} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} mars train --job {params.job:q} --init {params.init} --data {params.data}"
+        " --output {output} --results-dir {RESULTS_ROOT} --tag rule=train > {log} 2>&1"

@@ -1,0 +1,288 @@
+"""The experiments, declared once: which model, decoding setting and tau make each row of each table and figure.
+
+Read by the workflow (which evaluation jobs exist, which files each table and figure reads, the settings of every
+job as Snakemake params) and by ``mars/report`` (how the rows are laid out). Everything here is a pure function of
+a validated config (:func:`mars.config.validate`), so a changed setting changes exactly the jobs it affects.
+
+Model roles come from the config, never from model names: the fixed rows of the paper's tables name their entries
+in ``report.rows``; the block-size and SFT-loss rows (Tables 3, 4, 8, the ablations) are every entry with those
+properties. The report cross-checks each model's properties against its checkpoint's ``run_config.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from mars.config import ConfigError, train_spec
+from mars.world.tasks import FAMILIES  # the six benchmarks, in the paper's column order (the tiny world's names)
+
+# The tau sweep (Table 8, Figures 3 and 6) evaluates these two only, as the paper does.
+SWEEP_FAMILIES = ("gsm8k", "humaneval")
+KIND_FAMILIES = {"eval": FAMILIES, "sweep": SWEEP_FAMILIES}
+DECODE_METHODS = ("ar", "mars", "jacobi", "block_diffusion")
+ACCEPTANCE_METRICS = ("probability", "entropy", "margin")
+TABLES = ("table2", "table3", "table4", "table5", "table8", "table9", "ablations", "cost")
+
+
+def decode_method(config: dict, model: str) -> str:
+    """How a model is decoded: block diffusion its own way, MARS models by the window, the rest (the base, AR SFT,
+    the hub checkpoint "world") as plain AR."""
+    if model not in config["models"]:
+        return "ar"
+    return {"block_diffusion": "block_diffusion", "mars": "mars"}.get(config["models"][model]["method"], "ar")
+
+
+def trained_properties(config: dict, model: str) -> dict:
+    """What the report needs to know of a model (and checks against its checkpoint): method, block size, w_AR,
+    attention. The hub checkpoint ("world") is a plain AR model."""
+    if model not in config["models"]:
+        return {"method": "ar", "block_size": None, "w_ar": None, "attention": None}
+    spec = train_spec(config, model)
+    multi = spec.method in ("mars", "block_diffusion")
+    return {"method": spec.method, "block_size": spec.block_size if multi else None,
+            "w_ar": spec.w_ar if multi else None, "attention": spec.attention if spec.method == "mars" else None}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One evaluation job: a model decoded one way, on the six families (eval) or the sweep's two (sweep)."""
+
+    model: str
+    method: str
+    tau: float
+    metric: str = "probability"
+    kind: str = "eval"
+
+    @property
+    def name(self) -> str:
+        return setting_name(self.method, self.tau, self.metric)
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        return KIND_FAMILIES[self.kind]
+
+    def files(self, results: str | Path) -> list[str]:
+        return [str(Path(results) / self.kind / self.model / self.name / f"{f}.json") for f in self.families]
+
+
+def setting_name(method: str, tau: float, metric: str = "probability") -> str:
+    return f"{method}-tau{float(tau):g}-{metric}"
+
+
+def parse_setting(name: str) -> tuple[str, float, str]:
+    method, tau, metric = name.split("-")
+    return method, float(tau[3:]), metric
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of a table: a label, the setting its numbers come from, and optionally the setting it is compared
+    with (Table 4: the same model at tau = 1.0; the ablations: the model it departs from)."""
+
+    label: str
+    setting: Setting
+    reference: Setting | None = None
+    keys: dict = field(default_factory=dict)  # extra identifying columns (Table 3: sft_loss, block_size)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(data: dict) -> "Row":
+        ref = data.get("reference")
+        return Row(data["label"], Setting(**data["setting"]), Setting(**ref) if ref else None, data.get("keys", {}))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the declaration
+
+
+def _at(config: dict, model: str, tau: float, kind: str = "eval", metric: str = "probability") -> Setting:
+    return Setting(model, decode_method(config, model), float(tau), metric, kind)
+
+
+def block_models(config: dict) -> list[str]:
+    """MARS models with causal block attention (Table 3's grid), ordered without L_AR first, then by block size."""
+    models = [m for m in config["models"] if trained_properties(config, m)["method"] == "mars"
+              and trained_properties(config, m)["attention"] == "mars"]
+    return sorted(models, key=lambda m: (trained_properties(config, m)["w_ar"] > 0,
+                                         trained_properties(config, m)["block_size"], m))
+
+
+def _sft_loss(config: dict, model: str) -> str:
+    return "yes" if trained_properties(config, model)["w_ar"] > 0 else "no"
+
+
+def _twin(config: dict, model: str) -> str:
+    """The MARS model (causal block, with L_AR) that an ablation of ``model`` departs from: same block size."""
+    block = trained_properties(config, model)["block_size"]
+    twins = [m for m in block_models(config) if m != model and trained_properties(config, m)["w_ar"] > 0
+             and trained_properties(config, m)["block_size"] == block]
+    if not twins:
+        raise ConfigError(f"ablation {model!r} (B={block}) has no MARS model with L_AR and the same block size "
+                          "to compare with")
+    return twins[0]
+
+
+def sweep_models(config: dict) -> list[str]:
+    chosen = config["eval"]["sweep_models"]
+    return list(chosen) if chosen is not None else block_models(config)
+
+
+def table_rows(config: dict, table: str) -> list[Row]:
+    """The rows of one table (Table 5 and the cost table read the benchmark and Snakemake's own measurements)."""
+    rows = config["report"]["rows"]
+    fast = config["eval"]["fast_tau"]
+    if table == "table2":
+        base = config["report"]["base_model"]
+        labels = [("Base", base), ("AR SFT (5 ep)", rows["ar_sft"]), ("AR SFT (10 ep)", rows["ar_sft_long"]),
+                  ("Block Diffusion (B={B})", rows["block_diffusion"]),
+                  ("MARS w/o SFT loss (B={B})", rows["mars_no_sft_loss"]), ("MARS (B={B})", rows["mars"])]
+        return [Row(label.format(B=trained_properties(config, m)["block_size"]), _at(config, m, 1.0))
+                for label, m in labels]
+    if table == "table3":
+        return [Row(f"SFT loss {_sft_loss(config, m)}, B={trained_properties(config, m)['block_size']}",
+                    _at(config, m, 1.0), keys={"sft_loss": _sft_loss(config, m),
+                                               "block_size": trained_properties(config, m)["block_size"]})
+                for m in block_models(config)]
+    if table == "table4":
+        return [Row(f"MARS (B={trained_properties(config, m)['block_size']})", _at(config, m, fast),
+                    _at(config, m, 1.0), keys={"block_size": trained_properties(config, m)["block_size"]})
+                for m in block_models(config) if trained_properties(config, m)["w_ar"] > 0]
+    if table == "table8":
+        return [Row(m, _at(config, m, tau, "sweep"), keys={"block_size": trained_properties(config, m)["block_size"],
+                                                          "sft_loss": _sft_loss(config, m)})
+                for m in sweep_models(config) for tau in config["eval"]["sweep_taus"]]
+    if table == "table9":
+        ar = rows["ar_sft"]
+        return [Row("Jacobi decoding", Setting(ar, "jacobi", 1.0)),
+                Row(f"MARS (tau={fast:g})", _at(config, rows["mars"], fast))]
+    if table == "ablations":
+        out = []
+        for m in block_models(config):
+            if trained_properties(config, m)["w_ar"] == 0:
+                out.append(Row("no L_AR", _at(config, m, 1.0), _at(config, _twin(config, m), 1.0)))
+        for m in config["models"]:
+            props = trained_properties(config, m)
+            if props["method"] == "mars" and props["attention"] == "bidirectional":
+                out.append(Row("bidirectional block", _at(config, m, 1.0), _at(config, _twin(config, m), 1.0)))
+            if props["method"] == "block_diffusion":
+                out.append(Row("block diffusion", _at(config, m, 1.0), _at(config, _twin(config, m), 1.0)))
+        out.append(Row("10-epoch AR", _at(config, rows["ar_sft_long"], 1.0), _at(config, rows["ar_sft"], 1.0)))
+        return out
+    if table in ("table5", "cost"):
+        return []
+    raise ConfigError(f"unknown table {table!r}; expected one of {', '.join(TABLES)}")
+
+
+def table_settings(config: dict, table: str) -> list[Setting]:
+    """Every evaluation a table reads: its rows, their references, and each multi-token row's fast-tau twin in the
+    ablations (its tokens per forward)."""
+    out: list[Setting] = []
+    for row in table_rows(config, table):
+        out += [row.setting] + ([row.reference] if row.reference else [])
+        if table == "ablations" and row.setting.method != "ar":
+            out.append(_at(config, row.setting.model, config["eval"]["fast_tau"]))
+    return list(dict.fromkeys(out))
+
+
+def figure_settings(config: dict, figure: str) -> list[Setting]:
+    ev = config["eval"]
+    if figure == "fig1":
+        fig1 = ev["figure1"]
+        return [_at(config, fig1["model"], fig1["tau"])]
+    if figure == "fig6":
+        return [_at(config, ev["metric_model"], tau, "sweep", metric) for metric in ACCEPTANCE_METRICS
+                for tau in ev["metric_taus"]]
+    raise ConfigError(f"figure {figure!r} reads tables, not evaluations")
+
+
+def all_settings(config: dict) -> list[Setting]:
+    found = [s for t in TABLES for s in table_settings(config, t)]
+    found += figure_settings(config, "fig1") + figure_settings(config, "fig6")
+    return list(dict.fromkeys(found))
+
+
+def table_models(config: dict, table: str) -> list[str]:
+    """Trained models whose checkpoints (run config, cost) a table reads."""
+    return sorted({s.model for s in table_settings(config, table)} & set(config["models"]))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# job settings: what each job runs with, passed by the workflow as a Snakemake param (a changed value reruns it)
+
+
+def decoding_block_size(config: dict, model: str, method: str) -> int:
+    """The window a model is decoded with: its trained block size; Jacobi (of an AR model) the configured window;
+    plain AR decoding has none (1)."""
+    if method == "jacobi":
+        return config["eval"]["jacobi_block_size"]
+    if method in ("mars", "block_diffusion"):
+        props = trained_properties(config, model)
+        if props["block_size"] is None:
+            raise ConfigError(f"model {model!r} is not a MARS or block-diffusion model; it cannot be decoded with "
+                              f"method {method}")
+        return props["block_size"]
+    return 1
+
+
+def eval_job(config: dict, model: str, method: str, tau: float, metric: str, kind: str) -> dict:
+    """Every setting of one ``mars eval`` job (keys are its ``evaluate()`` arguments)."""
+    ev = config["eval"]
+    return {"tasks": ",".join(f"{'tiny_' if ev['profile'] == 'tiny' else ''}{f}" for f in KIND_FAMILIES[kind]),
+            "profile": ev["profile"], "method": method, "tau": float(tau), "metric": metric,
+            "block_size": decoding_block_size(config, model, method), "cache": ev["cache"],
+            "cache_block_size": ev["cache_block_size"], "limit": ev["limit"], "batch_size": ev["batch_size"],
+            "max_gen_toks": ev["max_gen_toks"], "experiment": config["name"]}
+
+
+def train_job(config: dict, model: str) -> dict:
+    """Every setting of one ``mars train`` job: the merged training entry, the mask token, the experiment."""
+    return {"model": model, "spec": train_spec(config, model).to_dict(),
+            "mask_token": config["world"].get("mask_token"), "experiment": config["name"]}
+
+
+def bench_job(config: dict) -> dict:
+    bench = dict(config["bench"])
+    model = bench.pop("model")
+    bench.pop("threads")  # a Snakemake resource, given to the job as {threads}
+    return {**bench, "block_size": decoding_block_size(config, model, "mars"), "experiment": config["name"]}
+
+
+def table_job(config: dict, table: str) -> dict:
+    """What a table job lays out: its rows, the paper's model size, and what it checks against the checkpoints."""
+    models = {s.model for s in table_settings(config, table)} | (
+        {config["bench"]["model"]} if table == "table5" else set())
+    if table == "cost":
+        models = set(config["models"])
+    return {"table": table, "rows": [r.to_dict() for r in table_rows(config, table)],
+            "paper_model_size": config["report"]["paper_model_size"], "experiment": config["name"],
+            "models": {m: {"trained": trained_properties(config, m),
+                           "init": config["models"][m]["init"] if m in config["models"] else None}
+                       for m in sorted(models)}}
+
+
+def as_param(job: dict) -> str:
+    """A job's settings as one canonical JSON string: Snakemake compares it with the last run's (params trigger)."""
+    return json.dumps(job, sort_keys=True, separators=(",", ":"))
+
+
+def parse_job(text: str, allowed: tuple[str, ...] | None = None) -> dict:
+    """A job's settings from the command line (``--job``): a JSON object, or ``@file`` holding one."""
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text()
+        except OSError as exc:
+            raise ConfigError(f"--job file cannot be read: {exc}") from None
+    try:
+        job = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--job is not valid JSON: {exc.msg} at character {exc.pos}") from None
+    if not isinstance(job, dict):
+        raise ConfigError("--job must be a JSON object")
+    unknown = sorted(set(job) - set(allowed)) if allowed is not None else []
+    if unknown:
+        raise ConfigError(f"--job has unknown setting {unknown[0]!r}; expected some of {', '.join(allowed)}")
+    return job
