@@ -20,6 +20,7 @@ cached multi-token decoder over AR is TPF * t1 / tw; efficiency = measured speed
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -33,6 +34,7 @@ from tqdm.auto import tqdm
 
 from mars.config import ConfigError
 from mars.data import load_records
+from mars.fileio import write_json_atomic, write_text_atomic
 from mars.decoding import KVCache, _Row, generate, window_forward
 from mars.generation import encode_prompts, load_model, trained_block_size
 
@@ -125,9 +127,10 @@ def forward_costs(model, prompts: list[list[int]], batch_size: int, window: int,
     return statistics.median(times[1][1:]), statistics.median(times[window][1:])
 
 
-def run_bench(model_path: str, data_dir: str, out_dir: str, *, batch_sizes=(1, 4, 8, 16), num_prompts: int = 32,
-              tau: float = 0.95, cache_block_sizes=(4, 8, 16, 32, 64), reps: int = 3, max_new_tokens: int = 128,
-              family: str = "gsm8k", threads: int = 0, block_size: int = 0) -> list[dict]:
+def run_bench(model_path: str, data_dir: str, out_dir: str, *, batch_sizes, num_prompts: int, tau: float,
+              cache_block_sizes, reps: int, max_new_tokens: int, family: str = "gsm8k", threads: int = 0,
+              block_size: int = 0, experiment: str | None = None, results_dir: str = "results") -> list[dict]:
+    """The benchmark (module docstring); its settings' defaults are the config schema's (``bench`` section)."""
     if threads:
         torch.set_num_threads(threads)
     if not 0 < tau <= 1:
@@ -135,7 +138,9 @@ def run_bench(model_path: str, data_dir: str, out_dir: str, *, batch_sizes=(1, 4
     model, tokenizer = load_model(model_path)
     if tokenizer.mask_token_id is None:
         raise ConfigError(f"{model_path}: the tokenizer has no mask token; mars bench needs a MARS model")
-    block_size = block_size or trained_block_size(model_path)
+    block_size = block_size or trained_block_size(model_path) or 0
+    if block_size < 2:
+        raise ConfigError(f"{model_path}: not a MARS checkpoint (no trained block size); give --block-size")
     records = [r for r in load_records(data_dir, "test") if r.get("family", family) == family][:num_prompts]
     if not records:
         raise ConfigError(f"no {family} prompts in {data_dir}/test.jsonl")
@@ -184,22 +189,20 @@ def run_bench(model_path: str, data_dir: str, out_dir: str, *, batch_sizes=(1, 4
     out.mkdir(parents=True, exist_ok=True)
     fields = ["batch_size", "setting", "tokens", "time_s", "tokens_per_s", "speedup_vs_ar_kv", "time_vs_ar_kv",
               "tokens_per_forward", "t_1token_s", "t_window_s", "window_tokens", "ideal_speedup", "decode_efficiency"]
-    tmp = out / "bench.csv.tmp"
-    with open(tmp, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows(rows)
     meta = {"model": str(model_path), "tau": tau, "block_size": block_size, "num_prompts": len(prompts),
             "max_new_tokens": max_new_tokens, "reps": reps, "family": family, "machine": machine_info(),
             "rows": rows}
-    (out / "bench.json.tmp").write_text(json.dumps(meta, indent=2))
-    os.replace(tmp, out / "bench.csv")
-    os.replace(out / "bench.json.tmp", out / "bench.json")
-    log_bench(model_path, out, rows, meta)
+    write_json_atomic(out / "bench.json", meta)
+    write_text_atomic(out / "bench.csv", table.getvalue())
+    log_bench(model_path, out, rows, meta, experiment, results_dir)
     return rows
 
 
-def log_bench(model_path, out: Path, rows: list[dict], meta: dict) -> None:
+def log_bench(model_path, out: Path, rows: list[dict], meta: dict, experiment: str | None, results_dir: str) -> None:
     """One MLflow run per benchmark, in the trained model's experiment, with the CSV and JSON as artifacts."""
     from mars.tracking import log_metrics, mlflow_run
 
@@ -208,8 +211,8 @@ def log_bench(model_path, out: Path, rows: list[dict], meta: dict) -> None:
     params = {k: v for k, v in meta.items() if k not in ("rows", "machine")}
     tags = {"kind": "bench", "rule": "bench", "model": Path(model_path).name,
             "trained_run_id": str(trained.get("mlflow_run_id"))}
-    with mlflow_run(trained.get("experiment", "mars-bench"), f"bench/{Path(model_path).name}",
-                    results_dir=os.environ.get("MARS_RESULTS_DIR", "results"), tags=tags, params=params) as mlflow:
+    with mlflow_run(experiment or trained.get("experiment", "mars-bench"), f"bench/{Path(model_path).name}",
+                    results_dir=results_dir, tags=tags, params=params) as mlflow:
         for r in rows:
             log_metrics({f"{r['setting']}_b{r['batch_size']}_{k}": r[k] for k in
                          ("tokens_per_s", "speedup_vs_ar_kv", "tokens_per_forward", "decode_efficiency")

@@ -15,18 +15,29 @@ import torch
 from mars.config import ConfigError
 
 
-def _world(args) -> None:
-    from mars.config import load_config
+def _one_source(args, flags: tuple[str, ...]) -> None:
+    """The settings of a job come either from --job (the pipeline) or from --config (by hand), never both."""
+    given = [f"--{f.replace('_', '-')}" for f in flags if getattr(args, f, None)]
+    if args.job and given:
+        raise ConfigError(f"give either --job or {' and '.join(given)}, not both")
+    if not args.job and len(given) < len(flags):
+        raise ConfigError(f"give --job, or {' and '.join('--' + f.replace('_', '-') for f in flags)}")
 
-    config = load_config(args.config)
-    if config["world"]["kind"] == "tiny":
+
+def _world(args) -> None:
+    from mars.config import load_config, validate_section
+    from mars.experiments import parse_job
+
+    _one_source(args, ("config",))
+    world = validate_section("world", parse_job(args.job)) if args.job else load_config(args.config)["world"]
+    if world["kind"] == "tiny":
         from mars.world.build import build_world
 
-        summary = build_world(config["world"], args.output)
+        summary = build_world(world, args.output)
     else:
         from mars.data import export_hf_sft
 
-        summary = export_hf_sft(config["world"], args.output)
+        summary = export_hf_sft(world, args.output)
     print(json.dumps(summary, indent=2))
 
 
@@ -38,16 +49,28 @@ def _tags(pairs: list[str]) -> dict:
 
 
 def _train(args) -> None:
-    from mars.config import load_config, train_spec
-    from mars.tracking import config_hash
+    from dataclasses import fields
+
+    from mars.config import DEFAULT_RESULTS_DIR, TrainSpec, check_spec, load_config
+    from mars.experiments import parse_job, train_job
     from mars.train import train
 
-    config = load_config(args.config)
-    spec = train_spec(config, args.model)
-    metrics = train(spec, init=args.init, data_dir=args.data, output=args.output, experiment=config["name"],
-                    run_name=args.model, results_dir=config.get("results_dir", "results"),
-                    mask_token=config["world"].get("mask_token"),
-                    tags={"model": args.model, "config_hash": config_hash(config), **_tags(args.tag)})
+    _one_source(args, ("config", "model"))
+    job = parse_job(args.job, ("model", "spec", "mask_token", "experiment")) if args.job else train_job(
+        load_config(args.config), args.model)
+    names = {f.name for f in fields(TrainSpec)}
+    unknown = sorted(set(job.get("spec", {})) - names)
+    if unknown or "spec" not in job or "model" not in job:
+        raise ConfigError(f"--job needs 'model' and a 'spec' of TrainSpec fields (unknown: {unknown})")
+    try:
+        spec = TrainSpec(**job["spec"])
+    except TypeError as exc:
+        raise ConfigError(f"--job spec: {exc}") from None
+    check_spec(spec, f"models.{job['model']}")
+    metrics = train(spec, init=args.init, data_dir=args.data, output=args.output,
+                    experiment=job.get("experiment") or "default", run_name=job["model"],
+                    results_dir=args.results_dir or DEFAULT_RESULTS_DIR, mask_token=job.get("mask_token"),
+                    tags={"model": job["model"], **_tags(args.tag)})
     print(json.dumps(metrics, indent=2, default=str))
 
 
@@ -63,8 +86,8 @@ def _generate(args) -> None:
         prompts += [r["prompt"] for r in load_records(path.parent, path.stem)]
     if not prompts:
         raise ConfigError("no prompts: give --prompt TEXT or --prompts-file FILE.jsonl")
-    block_size = args.block_size or trained_block_size(args.model)
-    check_decoding_args(args.method, args.cache, args.metric, args.tau, block_size)
+    block_size = args.block_size or trained_block_size(args.model) or 1
+    check_decoding_args(args.method, args.cache, args.metric, args.tau, block_size, args.cache_block_size)
     if args.max_new_tokens < 1:
         raise ConfigError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
     model, tokenizer = load_model(args.model)
@@ -95,13 +118,22 @@ def _ints(text: str) -> list[int]:
     return values
 
 
+BENCH_SETTINGS = ("batch_sizes", "cache_block_sizes", "num_prompts", "tau", "reps", "max_new_tokens", "block_size",
+                  "experiment")
+
+
 def _bench(args) -> None:
     from mars.bench import run_bench
+    from mars.config import DEFAULT_RESULTS_DIR, schema_defaults
+    from mars.experiments import parse_job
 
-    rows = run_bench(args.model, args.data, args.output, batch_sizes=_ints(args.batch_sizes),
-                     num_prompts=args.num_prompts, tau=args.tau, cache_block_sizes=_ints(args.cache_block_sizes),
-                     reps=args.reps, max_new_tokens=args.max_new_tokens, threads=args.threads,
-                     block_size=args.block_size)
+    settings = {k: v for k, v in schema_defaults("bench").items() if k in BENCH_SETTINGS}
+    settings.update(parse_job(args.job, BENCH_SETTINGS) if args.job else {})
+    for key in BENCH_SETTINGS:
+        if getattr(args, key, None) is not None:
+            settings[key] = _ints(getattr(args, key)) if key.endswith("_sizes") else getattr(args, key)
+    rows = run_bench(args.model, args.data, args.output, threads=args.threads or 0,
+                     results_dir=args.results_dir or DEFAULT_RESULTS_DIR, **settings)
     print(f"{'batch':>5} {'setting':16s} {'tok/s':>8} {'speed-up':>8} {'TPF':>5} {'efficiency':>10}")
     for r in rows:
         tpf = f"{r['tokens_per_forward']:.2f}" if r["tokens_per_forward"] else "  -"
@@ -110,107 +142,131 @@ def _bench(args) -> None:
               f"{tpf:>5} {eff:>10}")
 
 
-def _log_report(config: dict, name: str, paths: list) -> None:
+def _log_report(experiment: str, results_dir: str, name: str, paths: list) -> None:
     """Tables and figures are MLflow artifacts of one run per report item, in the config's experiment."""
-    from mars.tracking import config_hash, mlflow_run
+    from mars.tracking import mlflow_run
 
-    with mlflow_run(config["name"], f"report-{name}", results_dir=config.get("results_dir", "results"),
-                    tags={"kind": "report", "rule": "report", "item": name, "config_hash": config_hash(config)}) as ml:
+    with mlflow_run(experiment, f"report-{name}", results_dir=results_dir,
+                    tags={"kind": "report", "rule": "report", "item": name}) as ml:
         for path in paths:
             ml.log_artifact(str(path))
 
 
-def _report(args) -> None:
-    from mars.config import load_config
+FIGURES = {"fig1": "mars.report.fig1", "fig3": "mars.report.fig3", "fig6": "mars.report.fig6",
+           "wallclock": "mars.report.fig_wallclock"}
 
-    config = load_config(args.config)
+
+def _report(args) -> None:
+    from mars.config import DEFAULT_RESULTS_DIR, load_config
+    from mars.experiments import parse_job, table_job
+
+    _one_source(args, ("config", "name"))
+    results_dir = args.results_dir or DEFAULT_RESULTS_DIR
     if args.what == "table":
         from mars.report.tables import make_table
 
-        frame = make_table(args.name, config, args.results, args.output,
-                           eval_files=args.inputs or None, bench_csv=args.bench)
+        if args.job:
+            job = parse_job(args.job, ("table", "rows", "paper_model_size", "experiment", "models"))
+        else:
+            config = load_config(args.config)
+            results_dir = args.results_dir or config["results_dir"]
+            job = table_job(config, args.name)
+        frame = make_table(job, args.results, args.output, inputs=args.inputs or None, bench_csv=args.bench)
         print(frame.round(2).to_string(index=False))
         out = Path(args.output)
-        _log_report(config, args.name, [out, out.with_suffix(".md"), out.with_suffix(".tex")])
+        _log_report(job["experiment"], results_dir, job["table"], [out, out.with_suffix(".md"),
+                                                                    out.with_suffix(".tex")])
         return
-    figures = {"fig1": "mars.report.fig1", "fig3": "mars.report.fig3", "fig6": "mars.report.fig6",
-               "wallclock": "mars.report.fig_wallclock"}
-    if args.name not in figures:
-        raise ConfigError(f"unknown figure {args.name!r}; expected one of {', '.join(figures)}")
+    job = parse_job(args.job, ("figure", "experiment")) if args.job else {
+        "figure": args.name, "experiment": load_config(args.config)["name"]}
+    name = job.get("figure")
+    if name not in FIGURES:
+        raise ConfigError(f"unknown figure {name!r}; expected one of {', '.join(FIGURES)}")
     import importlib
 
-    module = importlib.import_module(figures[args.name])
-    needed = {"fig1": 2, "fig3": 2, "wallclock": 1}.get(args.name)
+    module = importlib.import_module(FIGURES[name])
+    needed = {"fig1": 2, "fig3": 2, "wallclock": 1}.get(name)
     if needed and len(args.inputs) != needed:
-        raise ConfigError(f"figure {args.name} takes {needed} --inputs, got {len(args.inputs)}")
+        raise ConfigError(f"figure {name} takes {needed} --inputs, got {len(args.inputs)}")
     missing = [p for p in args.inputs if not Path(p).exists()]
     if missing:
         raise ConfigError(f"input not found: {missing[0]}")
-    if args.name == "fig6":
-        paths = module.main(args.inputs, args.output)
-    else:
-        paths = module.main(*args.inputs, args.output)
+    paths = module.main(args.inputs, args.output) if name == "fig6" else module.main(*args.inputs, args.output)
     print("\n".join(str(p) for p in paths))
-    _log_report(config, args.name, paths)
+    _log_report(job["experiment"], results_dir, name, paths)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from mars.config import schema_defaults
+
     parser = argparse.ArgumentParser(prog="mars", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
+    job_help = "the job's settings as a JSON object (what the pipeline passes), instead of --config"
 
-    world = commands.add_parser("world", help="build the world folder: tiny (data, tokenizer, initial model) or hf (SFT data)")
-    world.add_argument("--config", required=True)
+    world = commands.add_parser("world", help="build the world folder: tiny (data, tokenizer, initial model) or hf "
+                                              "(SFT data)")
+    world.add_argument("--config", help="config file whose world section to build")
+    world.add_argument("--job", help="the world section as JSON")
     world.add_argument("--output", required=True, help="folder to create")
     world.set_defaults(run=_world)
 
     train = commands.add_parser("train", help="train one model entry of the config")
-    train.add_argument("--config", required=True)
-    train.add_argument("--model", required=True, help="name of the entry under 'models'")
+    train.add_argument("--config", help="config file (with --model)")
+    train.add_argument("--model", help="name of the entry under 'models'")
+    train.add_argument("--job", help=job_help)
     train.add_argument("--init", required=True, help="starting checkpoint folder (or hub id)")
     train.add_argument("--data", required=True, help="folder with <split>.jsonl (the entry's split; default train)")
     train.add_argument("--output", required=True, help="checkpoint folder to create")
+    train.add_argument("--results-dir", help="folder of the MLflow store (default: the schema's results_dir)")
     train.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="extra MLflow tag")
     train.set_defaults(run=_train)
+
+    ev = schema_defaults("eval")  # decoding defaults: the config schema's, one place
     gen = commands.add_parser("generate", help="decode prompts with AR, MARS, Jacobi or block-diffusion decoding")
     gen.add_argument("--model", required=True, help="checkpoint folder")
     gen.add_argument("--prompt", action="append", default=[], help="a user message (repeatable)")
     gen.add_argument("--prompts-file", help="JSONL file with a 'prompt' per line (e.g. a world's test.jsonl)")
     gen.add_argument("--method", default="mars", help="ar | mars | jacobi | block_diffusion")
-    gen.add_argument("--block-size", type=int, default=0, help="window size B (default: the trained one, or 4)")
+    gen.add_argument("--block-size", type=int, default=0, help="window size B (default: the trained one)")
     gen.add_argument("--tau", type=float, default=1.0, help="acceptance threshold in (0, 1]; 1.0 = one token")
-    gen.add_argument("--cache", default="cursor", help="none | block | cursor")
-    gen.add_argument("--cache-block-size", type=int, default=32)
-    gen.add_argument("--metric", default="probability", help="probability | entropy | margin")
-    gen.add_argument("--max-new-tokens", type=int, default=256)
+    gen.add_argument("--cache", default=ev["cache"], help="none | block | cursor")
+    gen.add_argument("--cache-block-size", type=int, default=ev["cache_block_size"])
+    gen.add_argument("--metric", default=ev["metric"], help="probability | entropy | margin")
+    gen.add_argument("--max-new-tokens", type=int, default=ev["max_gen_toks"])
     gen.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
-    gen.add_argument("--batch-size", type=int, default=16)
+    gen.add_argument("--batch-size", type=int, default=ev["batch_size"])
     gen.add_argument("--threads", type=int, default=0)
     gen.add_argument("--show-chunks", action="store_true", help="group the tokens of each forward pass")
     gen.add_argument("--json", action="store_true", help="print the results as JSON")
     gen.set_defaults(run=_generate)
 
-    bench = commands.add_parser("bench", help="wall-clock benchmark (Table 5): AR vs MARS caches vs prompt lookup")
+    bench = commands.add_parser("bench", help="wall-clock benchmark (Table 5): AR vs MARS caches vs prompt lookup; "
+                                              "unset settings take the config schema's bench defaults")
     bench.add_argument("--model", required=True, help="MARS checkpoint folder")
     bench.add_argument("--data", required=True, help="folder with test.jsonl (GSM8K-like prompts are used)")
     bench.add_argument("--output", required=True, help="folder for bench.csv and bench.json")
-    bench.add_argument("--batch-sizes", default="1,4,8,16")
-    bench.add_argument("--cache-block-sizes", default="4,8,16,32,64")
-    bench.add_argument("--num-prompts", type=int, default=32)
-    bench.add_argument("--tau", type=float, default=0.95)
-    bench.add_argument("--block-size", type=int, default=0, help="default: the trained block size")
-    bench.add_argument("--reps", type=int, default=3)
-    bench.add_argument("--max-new-tokens", type=int, default=128)
+    bench.add_argument("--job", help="the bench settings as a JSON object (what the pipeline passes)")
+    bench.add_argument("--batch-sizes", help="comma-separated")
+    bench.add_argument("--cache-block-sizes", help="comma-separated")
+    bench.add_argument("--num-prompts", type=int)
+    bench.add_argument("--tau", type=float)
+    bench.add_argument("--block-size", type=int, help="default: the trained block size")
+    bench.add_argument("--reps", type=int)
+    bench.add_argument("--max-new-tokens", type=int)
     bench.add_argument("--threads", type=int, default=0)
+    bench.add_argument("--results-dir", help="folder of the MLflow store")
     bench.set_defaults(run=_bench)
 
     report = commands.add_parser("report", help="regenerate a table or figure from pipeline outputs")
     report.add_argument("what", choices=["table", "figure"])
-    report.add_argument("--name", required=True, help="table2..table9, ablations | fig1, fig3, fig6, wallclock")
-    report.add_argument("--config", default="config.yaml")
+    report.add_argument("--name", help="table2..table9, ablations, cost | fig1, fig3, fig6, wallclock (with --config)")
+    report.add_argument("--config", help="config file (with --name)")
+    report.add_argument("--job", help=job_help)
     report.add_argument("--results", help="results/<name> folder (tables)")
     report.add_argument("--bench", help="bench.csv (table5)")
-    report.add_argument("--inputs", nargs="*", default=[], help="input files (figures; evaluation JSONs)")
+    report.add_argument("--inputs", nargs="*", default=[], help="input files (evaluation JSONs, benchmark TSVs)")
     report.add_argument("--output", required=True, help="table CSV path, or figure path stem")
+    report.add_argument("--results-dir", help="folder of the MLflow store")
     report.set_defaults(run=_report)
 
     from mars.evaluate import add_eval_arguments, run_eval_command

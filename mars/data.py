@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from mars.config import ConfigError
+from mars.fileio import write_text_atomic
 
 
 def prompt_messages(record: dict) -> list[dict]:
@@ -37,12 +38,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def write_jsonl(path: Path, records: list[dict]) -> None:
     """Atomic: the file appears complete or not at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as handle:
-        for record in records:
-            handle.write(json.dumps(record, sort_keys=True) + "\n")
-    tmp.replace(path)
+    write_text_atomic(path, "".join(json.dumps(record, sort_keys=True) + "\n" for record in records))
 
 
 def load_records(data_dir: str | Path, split: str) -> list[dict]:

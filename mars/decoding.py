@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -562,6 +563,35 @@ def check_settings(method: str, block_size: int, tau: float, cache: str = "curso
         raise ValueError(f"cache_block_size must be an integer >= 1, got {cache_block_size!r}")
     if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+
+
+def _as_float(name: str, value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+
+
+def _as_int(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+    if number != int(number):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return int(number)
+
+
+def decoding_settings(*, tau, block_size, cache, cache_block_size, metric, method) -> dict:
+    """The one check of a decoding setting: normalised arguments (lm-eval model args arrive as strings), or
+    ValueError with one clear line."""
+    args = dict(tau=_as_float("tau", tau), block_size=_as_int("block_size", block_size), cache=cache,
+                cache_block_size=_as_int("cache_block_size", cache_block_size), metric=metric, method=method)
+    check_settings(args["method"], args["block_size"], args["tau"], args["cache"],
+                            args["cache_block_size"], args["metric"])
+    return args
 
 
 def _validate(prompts, method, block_size, tau, cache, cache_block_size, metric, max_new_tokens, mask_token_id,

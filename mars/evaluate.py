@@ -1,9 +1,13 @@
 """``mars eval``: benchmark a checkpoint with lm-evaluation-harness through the ``mars`` model (MARS decoding).
 
     mars eval --model CKPT --tasks tiny_gsm8k[,tiny_bbh,...|tiny] --profile tiny --data WORLD/data \\
-              --tau 0.95 --block-size 4 --cache cursor --metric probability --method mars \\
+              --tau 0.95 [--block-size B] --cache cursor --metric probability --method mars \\
               --limit N --batch-size 16 --max-gen-toks 256 --output results/eval/ar/tiny_gsm8k/tau0.95.json \\
               [--experiment NAME] [--results-dir results] [--tag k=v ...] [--device cpu]
+    mars eval --job '{"tasks": ..., "tau": ..., ...}' --model CKPT --data ... --output ...   (the pipeline's way)
+
+A flag left out takes the config schema's ``eval`` default; the window B defaults to the block size the checkpoint
+was trained with (``run_config.json``), so a B=16 model is decoded with 15 masks unless B is given explicitly.
 
 The ``lm_eval`` CLI cannot import plug-in models, hence this command: it builds one :class:`MARSLM` and calls
 ``lm_eval.simple_evaluate(model=<it>, tasks=[task], task_manager=TaskManager(include_path=<generated tiny task
@@ -20,7 +24,8 @@ every harness task (for ``tiny_bbh``: of each subtask).
 Result schema (``schema_version`` 1), keys in order:
 
     schema_version, kind ("mars_eval"), task, family, profile, created (ISO time)
-    model             {path, name, trained_mlflow_run_id, trained_spec}
+    model             {path, name, trained_block_size (MARS / block diffusion; else null), trained_mlflow_run_id,
+                      trained_spec}
     tau               the acceptance threshold (also in model_args)
     model_args        exact generation arguments: tau, block_size, cache, cache_block_size, metric, method,
                       mask_token_id, pretrained, batch_size, device, dtype, max_length, eos_token_ids, pad_token_id
@@ -73,6 +78,7 @@ from pathlib import Path
 from typing import Any
 
 from mars.config import ConfigError
+from mars.fileio import write_json_atomic
 
 SCHEMA_VERSION = 1
 DEFAULT_EXPERIMENT = "mars-eval"
@@ -82,36 +88,62 @@ DEFAULT_EXPERIMENT = "mars-eval"
 # command line
 
 
+EVAL_SETTINGS = ("tasks", "profile", "method", "tau", "metric", "block_size", "cache", "cache_block_size", "limit",
+                 "batch_size", "max_gen_toks", "experiment")
+
+
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every decoding and evaluation flag defaults to the config schema's ``eval`` defaults, and the block size to
+    the checkpoint's trained one; ``--job`` (the workflow's) gives them all at once as JSON."""
     parser.add_argument("--model", required=True, help="checkpoint folder (save_pretrained, with its tokenizer)")
-    parser.add_argument("--tasks", required=True,
+    parser.add_argument("--job", default=None, help="JSON object of the settings below (the pipeline's job param)")
+    parser.add_argument("--tasks", default=None,
                         help="comma-separated task names (tiny_gsm8k,...), family names (gsm8k) or the group "
                              "(tiny / paper)")
-    parser.add_argument("--profile", default="tiny", choices=("tiny", "paper"),
+    parser.add_argument("--profile", default=None, choices=("tiny", "paper"),
                         help="tiny: the tiny world's tasks over --data; paper: the real lm-eval tasks")
     parser.add_argument("--data", default=None, help="the world's data folder (test.jsonl, train.jsonl); tiny only")
-    parser.add_argument("--tau", type=float, default=1.0, help="acceptance threshold in (0, 1]; 1.0 = AR mode")
-    parser.add_argument("--block-size", type=int, default=4)
-    parser.add_argument("--cache", default="cursor", help="none | cursor | block")
-    parser.add_argument("--cache-block-size", type=int, default=32)
-    parser.add_argument("--metric", default="probability", help="probability | entropy | margin")
-    parser.add_argument("--method", default="mars", help="mars | ar | jacobi | block_diffusion")
+    parser.add_argument("--tau", type=float, default=None, help="acceptance threshold in (0, 1]; 1.0 = AR mode")
+    parser.add_argument("--block-size", type=int, default=None, help="window B (default: the trained one)")
+    parser.add_argument("--cache", default=None, help="none | cursor | block")
+    parser.add_argument("--cache-block-size", type=int, default=None)
+    parser.add_argument("--metric", default=None, help="probability | entropy | margin")
+    parser.add_argument("--method", default=None, help="mars | ar | jacobi | block_diffusion (default: mars)")
     parser.add_argument("--limit", type=int, default=None, help="first N documents of each harness task")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--max-gen-toks", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--max-gen-toks", type=int, default=None)
     parser.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     parser.add_argument("--output", required=True, help="result JSON (see 'mars.evaluate' for several tasks)")
     parser.add_argument("--experiment", default=None, help="MLflow experiment (default: the training one)")
-    parser.add_argument("--results-dir", default="results", help="folder of the MLflow store (mlflow.db)")
+    parser.add_argument("--results-dir", default=None, help="folder of the MLflow store (mlflow.db)")
     parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="extra MLflow tag")
 
 
+def eval_settings(args: argparse.Namespace) -> dict:
+    """The settings of one run: explicit flags, else the --job JSON, else the schema's defaults."""
+    from mars.config import schema_defaults
+    from mars.experiments import parse_job
+
+    job = parse_job(args.job, allowed=EVAL_SETTINGS) if args.job else {}
+    defaults = schema_defaults("eval")
+    settings = {"tau": 1.0, "method": "mars", "block_size": None, "experiment": None,
+                **{k: defaults[k] for k in ("profile", "cache", "cache_block_size", "metric", "limit", "batch_size",
+                                            "max_gen_toks")},
+                **job}
+    for key in EVAL_SETTINGS:
+        if getattr(args, key, None) is not None:
+            settings[key] = getattr(args, key)
+    if not settings.get("tasks"):
+        raise ConfigError("--tasks is required (or given by --job)")
+    return settings
+
+
 def run_eval_command(args: argparse.Namespace) -> None:
-    written = evaluate(model=args.model, tasks=args.tasks, profile=args.profile, data=args.data, tau=args.tau,
-                       block_size=args.block_size, cache=args.cache, cache_block_size=args.cache_block_size,
-                       metric=args.metric, method=args.method, limit=args.limit, batch_size=args.batch_size,
-                       max_gen_toks=args.max_gen_toks, output=args.output, experiment=args.experiment,
-                       results_dir=args.results_dir, tags=parse_tags(args.tag), device=args.device)
+    from mars.config import DEFAULT_RESULTS_DIR
+
+    written = evaluate(model=args.model, data=args.data, output=args.output,
+                       results_dir=args.results_dir or DEFAULT_RESULTS_DIR, tags=parse_tags(args.tag),
+                       device=args.device, **eval_settings(args))
     print(json.dumps([{"task": r["task"], "output": str(p), "primary_metric": r["primary_metric"],
                        "value": r["metrics"].get(r["primary_metric"], {}).get("value"),
                        "tokens_per_forward": r["decoding"]["tokens_per_forward"]} for p, r in written], indent=2))
@@ -210,6 +242,7 @@ def _leaves(results: dict, name: str) -> list[str]:
 def build_record(results: dict, *, task: str, family: str, profile: str, lm, model_path: Path, run_config: dict,
                  eval_args: dict, eval_wall_time_s: float, primary_metric: str) -> dict:
     from mars.eval_tasks.hooks import decode_target
+    from mars.generation import trained_block_size
 
     leaves = _leaves(results, task)
     entry = results.get("results", {}).get(task) or results.get("groups", {}).get(task) or {}
@@ -263,6 +296,7 @@ def build_record(results: dict, *, task: str, family: str, profile: str, lm, mod
         "schema_version": SCHEMA_VERSION, "kind": "mars_eval", "task": task, "family": family, "profile": profile,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "model": {"path": str(model_path), "name": model_path.name,
+                  "trained_block_size": trained_block_size(model_path),
                   "trained_mlflow_run_id": run_config.get("mlflow_run_id"), "trained_spec": run_config.get("spec")},
         "tau": lm.decoding_args["tau"],
         "model_args": lm.model_args(),
@@ -281,24 +315,6 @@ def build_record(results: dict, *, task: str, family: str, profile: str, lm, mod
         "samples": samples,
     }
     return _jsonable(record)
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, ensure_ascii=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 _MLFLOW_BAD = re.compile(r"[^0-9A-Za-z_\-. :/]")
@@ -340,24 +356,43 @@ def _quiet_harness_notices() -> None:
         task_logger.addFilter(_DropCustomDatasetNotice())
 
 
-def evaluate(*, model: str | os.PathLike, tasks: str | list[str], profile: str = "tiny",
-             data: str | os.PathLike | None = None, tau: float = 1.0, block_size: int = 4, cache: str = "cursor",
-             cache_block_size: int = 32, metric: str = "probability", method: str = "mars",
-             limit: int | None = None, batch_size: int = 16, max_gen_toks: int = 256,
-             output: str | os.PathLike, experiment: str | None = None, results_dir: str | os.PathLike = "results",
-             tags: dict[str, str] | None = None, device: str | None = None,
-             bootstrap_iters: int = 1000) -> list[tuple[Path, dict]]:
-    """Evaluate ``model`` on ``tasks``; writes one JSON per task and returns [(path, record)] (module docstring)."""
+def evaluate(*, model: str | os.PathLike, tasks: str | list[str], profile: str | None = None,
+             data: str | os.PathLike | None = None, tau: float = 1.0, block_size: int | None = None,
+             cache: str | None = None, cache_block_size: int | None = None, metric: str | None = None,
+             method: str = "mars", limit: int | None = None, batch_size: int | None = None,
+             max_gen_toks: int | None = None, output: str | os.PathLike, experiment: str | None = None,
+             results_dir: str | os.PathLike | None = None, tags: dict[str, str] | None = None,
+             device: str | None = None, bootstrap_iters: int = 1000) -> list[tuple[Path, dict]]:
+    """Evaluate ``model`` on ``tasks``; writes one JSON per task and returns [(path, record)] (module docstring).
+
+    A setting left None takes the config schema's ``eval`` default; the block size of a MARS or block-diffusion
+    decode defaults to the checkpoint's trained one (Jacobi: ``eval.jacobi_block_size``)."""
+    from mars.config import DEFAULT_RESULTS_DIR, schema_defaults
     from mars.eval_tasks import (PAPER_FEWSHOT, PAPER_PRIMARY_METRIC, PRIMARY_METRIC, paper_task_spec,
                                  resolve_tasks, write_task_dir)
-    from mars.lm_eval_model import check_decoding_args
+    from mars.generation import _load_errors, checkpoint_error, trained_block_size
+    from mars.decoding import decoding_settings
 
     # ---- every input check first: nothing runs, nothing is written on bad input
     model_path = _check_checkpoint(model)
+    defaults = schema_defaults("eval")
+    profile = profile or defaults["profile"]
+    cache = cache or defaults["cache"]
+    cache_block_size = cache_block_size or defaults["cache_block_size"]
+    metric = metric or defaults["metric"]
+    batch_size = batch_size or defaults["batch_size"]
+    max_gen_toks = max_gen_toks or defaults["max_gen_toks"]
+    results_dir = results_dir or DEFAULT_RESULTS_DIR
+    trained_block = trained_block_size(model_path)
+    if block_size is None:
+        block_size = defaults["jacobi_block_size"] if method == "jacobi" else trained_block or 1
+    elif method in ("mars", "block_diffusion") and trained_block and block_size != trained_block:
+        print(f"[mars eval] decoding with an explicit window of {block_size}; {model_path.name} was trained with "
+              f"block size {trained_block}", file=sys.stderr)
     names = tasks.split(",") if isinstance(tasks, str) else list(tasks)
     selected = resolve_tasks(names, profile)
     try:
-        decoding_args = check_decoding_args(tau=tau, block_size=block_size, cache=cache,
+        decoding_args = decoding_settings(tau=tau, block_size=block_size, cache=cache,
                                             cache_block_size=cache_block_size, metric=metric, method=method)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
@@ -387,10 +422,8 @@ def evaluate(*, model: str | os.PathLike, tasks: str | list[str], profile: str =
 
         try:
             lm = MARSLM(pretrained=str(model_path), batch_size=batch_size, device=device, **decoding_args)
-        except ValueError as exc:
-            raise ConfigError(str(exc).splitlines()[0]) from None
-        except OSError as exc:
-            raise ConfigError(f"cannot load checkpoint {model}: {str(exc).splitlines()[0]}") from None
+        except _load_errors() as exc:
+            raise ConfigError(checkpoint_error(model, exc)) from None
 
         from lm_eval import simple_evaluate
         from lm_eval.tasks import TaskManager

@@ -13,7 +13,7 @@ import torch
 from tqdm.auto import tqdm
 
 from mars.config import ConfigError
-from mars.decoding import check_settings, generate
+from mars.decoding import decoding_settings, generate
 
 
 @dataclass
@@ -27,25 +27,44 @@ class TextGeneration:
     chunk_texts: list[str]
 
 
+# What a truncated or corrupt checkpoint raises while loading (safetensors' own error included): one error line.
+def _load_errors() -> tuple[type[BaseException], ...]:
+    from safetensors import SafetensorError
+
+    return (OSError, ValueError, RuntimeError, EnvironmentError, SafetensorError)
+
+
 def load_model(path: str | Path, dtype: torch.dtype = torch.float32, attn: str = "sdpa"):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(path)
     if not (path / "config.json").is_file():
         raise ConfigError(f"model checkpoint not found (no config.json): {path}")
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn).eval()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn).eval()
+    except _load_errors() as exc:
+        raise ConfigError(checkpoint_error(path, exc)) from None
     return model, tokenizer
 
 
-def trained_block_size(path: str | Path, default: int = 4) -> int:
-    """The block size a checkpoint was trained with (its run_config.json), for decoding with the same window."""
+def checkpoint_error(path, exc: BaseException) -> str:
+    """One line naming the checkpoint and what is wrong with it."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return f"cannot load checkpoint {path}: {type(exc).__name__}: {text}"
+
+
+def trained_block_size(path: str | Path) -> int | None:
+    """The block size a MARS or block-diffusion checkpoint was trained with (its run_config.json), so that it is
+    decoded with the same window; None for any other checkpoint."""
     run_config = Path(path) / "run_config.json"
-    if run_config.is_file():
-        spec = json.loads(run_config.read_text()).get("spec", {})
-        if spec.get("method") in ("mars", "block_diffusion"):
-            return int(spec.get("block_size", default))
-    return default
+    if not run_config.is_file():
+        return None
+    try:
+        spec = json.loads(run_config.read_text()).get("spec") or {}
+    except ValueError:
+        raise ConfigError(f"{run_config} is not valid JSON") from None
+    return int(spec["block_size"]) if spec.get("method") in ("mars", "block_diffusion") else None
 
 
 def encode_prompts(tokenizer, prompts: list[str], chat: bool = True) -> list[list[int]]:
@@ -55,12 +74,14 @@ def encode_prompts(tokenizer, prompts: list[str], chat: bool = True) -> list[lis
     return [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
 
 
-def check_decoding_args(method: str, cache: str, metric: str, tau: float, block_size: int) -> None:
-    """The decoder's own checks, as one ConfigError line for the command line."""
+def check_decoding_args(method: str, cache: str, metric: str, tau: float, block_size: int,
+                        cache_block_size: int) -> dict:
+    """:func:`mars.decoding.decoding_settings`, as one ConfigError line for the command line."""
     try:
-        check_settings(method, block_size, tau, cache, metric=metric)
+        return decoding_settings(tau=tau, block_size=block_size, cache=cache, cache_block_size=cache_block_size,
+                                 metric=metric, method=method)
     except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
+        raise ConfigError(str(exc)) from None
 
 
 def truncate_at_stop(text: str, stop: list[str]) -> str:

@@ -20,8 +20,9 @@ Qwen2.5-Instruct's), ``no_repeat_ngram_size`` ...) are NOT applied by ``mars.dec
 warning and listed in ``model_args()["ignored_generation_config"]``; reset them in the checkpoint to compare with
 ``hf``.
 
-Model args (``--model_args`` / constructor): ``tau`` (1.0), ``block_size`` (4), ``cache`` ("cursor"),
-``cache_block_size`` (32), ``metric`` ("probability"), ``method`` ("mars"; "ar" / "jacobi" / "block_diffusion"),
+Model args (``--model_args`` / constructor): ``tau`` (1.0), ``block_size`` (the checkpoint's trained one), ``cache``,
+``cache_block_size`` and ``metric`` (the config schema's ``eval`` defaults), ``method`` ("mars"; "ar" / "jacobi" /
+"block_diffusion"),
 plus every HFLM argument (``pretrained``, ``batch_size``, ``device``, ``dtype``, ``max_length`` ...).  The mask
 token id is the tokenizer's ``mask_token_id`` (``mask_token_id=`` overrides it); "mars" and "block_diffusion"
 need one.
@@ -55,43 +56,25 @@ NEEDS_MASK = ("mars", "block_diffusion")
 MARS_ARGS = ("tau", "block_size", "cache", "cache_block_size", "metric", "method")
 
 
-def _as_float(name: str, value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}") from None
-
-
-def _as_int(name: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be an integer, got {value!r}") from None
-    if number != int(number):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    return int(number)
-
-
-def check_decoding_args(*, tau, block_size, cache, cache_block_size, metric, method) -> dict:
-    """Normalised MARS decoding arguments (model args arrive as strings); ValueError with one clear line."""
-    args = dict(tau=_as_float("tau", tau), block_size=_as_int("block_size", block_size), cache=cache,
-                cache_block_size=_as_int("cache_block_size", cache_block_size), metric=metric, method=method)
-    decoding.check_settings(args["method"], args["block_size"], args["tau"], args["cache"],
-                            args["cache_block_size"], args["metric"])
-    return args
-
-
 @register_model("mars")
 class MARSLM(HFLM):
     """lm-eval model ``mars`` (see the module docstring)."""
 
-    def __init__(self, pretrained, tau: float = 1.0, block_size: int = 4, cache: str = "cursor",
-                 cache_block_size: int = 32, metric: str = "probability", method: str = "mars",
+    def __init__(self, pretrained, tau: float = 1.0, block_size: int | None = None, cache: str | None = None,
+                 cache_block_size: int | None = None, metric: str | None = None, method: str = "mars",
                  mask_token_id: int | None = None, device: str | None = None, **kwargs) -> None:
-        self.decoding_args = check_decoding_args(tau=tau, block_size=block_size, cache=cache,
-                                                 cache_block_size=cache_block_size, metric=metric, method=method)
+        from mars.config import schema_defaults
+        from mars.generation import trained_block_size
+
+        defaults = schema_defaults("eval")  # the config schema's decoding defaults, the one place they live
+        if block_size is None:  # the window the checkpoint was trained with
+            block_size = defaults["jacobi_block_size"] if method == "jacobi" else trained_block_size(pretrained)
+            if block_size is None and method in NEEDS_MASK and float(tau) < 1.0:  # (tau 1 appends no mask)
+                raise ValueError(f"{pretrained} records no trained block size; pass block_size=")
+        self.decoding_args = decoding.decoding_settings(
+            tau=tau, block_size=block_size or 1, cache=cache or defaults["cache"],
+            cache_block_size=cache_block_size or defaults["cache_block_size"], metric=metric or defaults["metric"],
+            method=method)
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         super().__init__(pretrained=pretrained, device=device, **kwargs)

@@ -79,6 +79,10 @@ def mlflow_run(experiment: str, run_name: str, *, results_dir="results", tags=No
     uri = tracking_uri(results_dir)
     mlflow.set_tracking_uri(uri)
     with _store_creation_lock(uri):
+        # artifacts next to the store, under the results folder (MLflow's default is ./mlruns of the cwd)
+        if _retry(mlflow.get_experiment_by_name, experiment) is None:
+            artifacts = (Path(results_dir).resolve() / "mlartifacts" / experiment).as_uri()
+            _retry(mlflow.create_experiment, experiment, artifact_location=artifacts)
         _retry(mlflow.set_experiment, experiment)
     run = _retry(mlflow.start_run, run_id=run_id, run_name=None if run_id else run_name)
     try:

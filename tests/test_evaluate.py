@@ -493,22 +493,54 @@ def test_failure_leaves_no_partial_file(trained_tiny, tmp_path, monkeypatch):
     import mlflow
 
     import mars.evaluate as ev
+    import mars.fileio
 
-    real_dump = json.dump
-
-    def broken_dump(obj, fh, **kwargs):
-        fh.write('{"schema_version": 1, "half": ')
+    def broken_fsync(fd):  # the record is half on disk when the disk fills up
         raise OSError("disk full (simulated)")
 
-    monkeypatch.setattr(ev.json, "dump", broken_dump)
+    monkeypatch.setattr(mars.fileio.os, "fsync", broken_fsync)
     out = tmp_path / "r.json"
     with pytest.raises(OSError, match="simulated"):
         ev.evaluate(model=trained_tiny["mars"], tasks="tiny_mmlu_pro", data=trained_tiny["world"] / "data",
                     tau=1.0, limit=1, batch_size=1, max_gen_toks=4, output=out, experiment="eval-failure",
                     device="cpu")
-    monkeypatch.setattr(ev.json, "dump", real_dump)
+    monkeypatch.undo()
     assert list(tmp_path.iterdir()) == []
     client = mlflow.tracking.MlflowClient(tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
     runs = client.search_runs([client.get_experiment_by_name("eval-failure").experiment_id])
     assert [r.info.status for r in runs] == ["FAILED"]
     assert runs[0].data.tags["task"] == "tiny_mmlu_pro"
+
+
+def test_a_model_is_decoded_with_the_block_size_it_was_trained_with(trained_tiny, tmp_path, monkeypatch):
+    """No --block-size: a checkpoint trained with B=16 is decoded with 15 masks per window at tau < 1 (the window's
+    first prediction comes from the last real token; the budget of 24 tokens leaves room for a full window), and
+    the result records both."""
+    import shutil
+
+    import mars.decoding
+    import mars.evaluate as ev
+
+    model = tmp_path / "mars_b16"
+    shutil.copytree(trained_tiny["mars"], model)
+    run_config = json.loads((model / "run_config.json").read_text())
+    assert run_config["spec"]["block_size"] == 4
+    run_config["spec"]["block_size"] = 16
+    (model / "run_config.json").write_text(json.dumps(run_config))
+    widths = []
+    real_window_forward = mars.decoding.window_forward
+
+    def counting(model_, kv, rows, tail, *args, **kwargs):
+        widths.append(int(tail.shape[1]))
+        return real_window_forward(model_, kv, rows, tail, *args, **kwargs)
+
+    monkeypatch.setattr(mars.decoding, "window_forward", counting)
+    [(_, record)] = ev.evaluate(model=model, tasks="tiny_gsm8k", data=trained_tiny["world"] / "data", tau=0.5,
+                                limit=1, batch_size=1, max_gen_toks=24, output=tmp_path / "r.json", device="cpu")
+    assert max(widths) == 15 and record["model_args"]["block_size"] == 16
+    assert record["model"]["trained_block_size"] == 16
+    widths.clear()
+    [(_, record)] = ev.evaluate(model=trained_tiny["mars"], tasks="tiny_gsm8k", data=trained_tiny["world"] / "data",
+                                tau=0.5, limit=1, batch_size=1, max_gen_toks=24, output=tmp_path / "r4.json",
+                                device="cpu")
+    assert max(widths) == 3 and record["model_args"]["block_size"] == 4

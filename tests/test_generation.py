@@ -45,15 +45,18 @@ def test_text_generation_matches_hf_greedy_and_chunks_cover_the_text(trained_tin
 def test_stop_strings_end_the_text(trained_tiny, prompts):
     model, tokenizer = load_model(trained_tiny["mars"])
     full = generate_text(model, tokenizer, prompts, method="ar", max_new_tokens=40)
+    tested = 0
     for prompt, out in zip(prompts, full):
         words = out.text.split()
         if len(words) < 3:
             continue
+        tested += 1
         stop = " " + words[2]
         cut = generate_text(model, tokenizer, [prompt], method="ar", max_new_tokens=40, stop=[stop])[0]
         assert stop not in cut.text and out.text.startswith(cut.text)
         assert cut.text == out.text[: out.text.find(stop)]
         assert len(cut.token_ids) <= len(out.token_ids)
+    assert tested >= len(prompts) // 2, [o.text for o in full]  # most prompts really were cut
 
 
 def test_generate_cli_shows_chunks(trained_tiny, capsys):
@@ -176,3 +179,18 @@ def test_trained_model_caches_give_the_uncached_tokens(ragged, tau):
         assert [o.chunks for o in outs] == [o.chunks for o in uncached], (cache, c)
     if tau <= 0.7:
         assert max(max(o.chunks) for o in uncached) > 1  # multi-token acceptance really happened
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_a_corrupt_checkpoint_is_one_error_line(trained_tiny, tmp_path, capsys, damage):
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(trained_tiny["mars"], model)
+    weights = model / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"not a safetensors file" * 10)
+    code = main(["generate", "--model", str(model), "--prompt", "What is 2 plus 3?"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith(f"error: cannot load checkpoint {model}"), err

@@ -129,7 +129,8 @@ def test_stop_strings_post_truncate_like_hflm(mars_lm, hf_lm, trained_tiny):
         theirs = hf_lm.generate_until(_requests(contexts, {"until": until, "max_gen_toks": MAX_GEN}))
         assert ours == theirs
         assert ours == [t.split(until[0])[0] for t in free]  # the unstopped text cut at the first occurrence
-    assert any(s in t for t in free for s in [spanning])
+        cut = ours[free.index(text)]
+        assert len(cut) < len(text) and cut == text[: text.find(until[0])]  # the stop string really cut it
 
 
 def test_token_level_stop_ends_decoding_early(mars_lm, trained_tiny):
@@ -140,9 +141,12 @@ def test_token_level_stop_ends_decoding_early(mars_lm, trained_tiny):
     n_free = mars_lm.decode_stats["generated_tokens"]
     ids = tok(free, add_special_tokens=False)["input_ids"]
     assert len(ids) >= 4, free
-    stop = tok.decode(ids[2:3])  # a whole token, early in the output
-    if not stop.strip() or free.find(stop) < len(tok.decode(ids[:2])):
-        pytest.skip("the trained fixture's output has no usable early token")
+    # a whole token, early in the output, whose text does not occur before it: decoding must stop right there
+    prefixes = [len(tok.decode(ids[:i])) for i in range(len(ids))]
+    usable = [i for i in range(1, len(ids) - 1) if tok.decode(ids[i:i + 1]).strip()
+              and free.find(tok.decode(ids[i:i + 1])) == prefixes[i]]
+    assert usable, free  # the trained fixture's output always has such a token; none would be a regression
+    stop = tok.decode(ids[usable[0]:usable[0] + 1])
     mars_lm.reset_stats()
     cut = mars_lm.generate_until(_requests(contexts, {"until": [stop], "max_gen_toks": MAX_GEN}))[0]
     assert cut == free.split(stop)[0]

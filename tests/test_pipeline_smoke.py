@@ -14,25 +14,25 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "configs" / "smoke.yaml"
-TABLES = ["table2", "table3", "table4", "table5", "table8", "table9", "ablations"]
+TABLES = ["table2", "table3", "table4", "table5", "table8", "table9", "ablations", "cost"]
 FIGURES = ["fig1_shaded_generation", "fig3_pareto", "fig6_acceptance_metrics", "fig_wallclock"]
-ALL_RULES = {"world", "train", "evaluate", "evaluate_sweep", "bench", "table", "table5", "figure1", "figure3",
-             "figure6", "figure_wallclock"}
+ALL_RULES = {"world", "train", "evaluate", "evaluate_sweep", "bench", "table", "table5", "cost_table", "figure1",
+             "figure3", "figure6", "figure_wallclock"}
 
 pytestmark = pytest.mark.slow
 
 
-def snakemake(workdir: Path, *args, timeout=1500) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args, timeout=1500, config=CONFIG) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
-                           "--directory", str(workdir), "--configfile", str(CONFIG), *args],
+                           "--directory", str(workdir), *args, "--configfile", str(config)],
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def planned(workdir: Path, *args) -> dict:
+def planned(workdir: Path, *args, config=CONFIG) -> dict:
     import re
 
-    proc = snakemake(workdir, "-n", *args, "--quiet", "rules")
+    proc = snakemake(workdir, "-n", *args, "--quiet", "rules", config=config)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     jobs = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", proc.stdout + proc.stderr, re.M)}
     jobs.pop("total", None)
@@ -51,6 +51,10 @@ def test_every_rule_ran(smoke_run):
     workdir, log = smoke_run
     for rule in ALL_RULES:
         assert f"rule {rule}:" in log or f"localrule {rule}:" in log, rule
+    # MLflow's store and artifacts stay in the results folder, not in the working directory
+    assert not (workdir / "mlruns").exists()
+    artifacts = workdir / "results" / "mlartifacts" / "smoke"
+    assert any(p.name == "run_config.json" for p in artifacts.rglob("*")) and (workdir / "results" / "mlflow.db").is_file()
 
 
 def test_every_table_has_its_rows_columns_and_paper_numbers(smoke_run):
@@ -119,3 +123,91 @@ def test_report_html(smoke_run, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = report.read_text(errors="ignore")
     assert "table2" in text and "Figure 3" in text
+
+
+# ---- a changed setting reruns exactly what it affects (Snakemake's params trigger on each job's `job` param)
+
+
+def edited(tmp_path: Path, edit) -> Path:
+    import yaml
+
+    config = yaml.safe_load(CONFIG.read_text())
+    edit(config)
+    path = tmp_path / "edited.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def expected_jobs(config_path: Path, trained: set, evaluated: set, *, tables=None, bench=False,
+                  world=False) -> dict:
+    """What a change must rerun: the `trained` models, the evaluations of the `evaluated` models (from the one
+    declaration, mars.experiments), the tables and figures that read them, the bench if it reads one."""
+    import yaml
+
+    from mars import experiments as X
+    from mars.config import validate
+
+    config = validate(yaml.safe_load(config_path.read_text()))
+    settings = [s for s in X.all_settings(config) if s.model in evaluated]
+    jobs = {"world": int(world), "train": len(trained),
+            "evaluate": len({s for s in settings if s.kind == "eval"}),
+            "evaluate_sweep": len({s for s in settings if s.kind == "sweep"})}
+    if tables is None:
+        tables = {t for t in ("table2", "table3", "table4", "table8", "table9", "ablations")
+                  if {s.model for s in X.table_settings(config, t)} & evaluated}
+    jobs["table"] = len(tables)
+    jobs["cost_table"] = int(bool(trained))
+    jobs["figure1"] = int(config["eval"]["figure1"]["model"] in evaluated)
+    jobs["figure3"] = int(bool({"table2", "table8"} & set(tables)))
+    jobs["figure6"] = int(config["eval"]["metric_model"] in evaluated)
+    jobs["bench"] = jobs["table5"] = jobs["figure_wallclock"] = int(bench or config["bench"]["model"] in trained)
+    jobs["all"] = 1
+    return {k: v for k, v in jobs.items() if v}
+
+
+def test_a_learning_rate_reruns_that_model_its_descendants_their_evaluations_and_tables(smoke_run, tmp_path):
+    workdir, _ = smoke_run
+    path = edited(tmp_path, lambda c: c["models"]["ar_sft_10ep"].update(learning_rate=1e-3))
+    assert planned(workdir, config=path) == expected_jobs(path, {"ar_sft_10ep"}, {"ar_sft_10ep"})
+    # AR SFT (5 ep) starts every MARS model and ablation: all of them, not the base, not the 10-epoch control
+    path = edited(tmp_path, lambda c: c["models"]["ar_sft_5ep"].update(learning_rate=1e-3))
+    descendants = {"ar_sft_5ep", "mars_b4", "mars_b8", "mars_b16", "mars_nolar_b4", "mars_nolar_b8",
+                   "mars_nolar_b16", "mars_bidir_b4", "block_diffusion_b4"}
+    jobs = planned(workdir, config=path)
+    assert jobs == expected_jobs(path, descendants, descendants)
+    assert jobs["train"] == 9
+
+
+def test_the_world_seed_reruns_everything(smoke_run, tmp_path):
+    workdir, _ = smoke_run
+    path = edited(tmp_path, lambda c: c["world"].update(seed=1))
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    assert planned(workdir, config=path) == planned(fresh, config=path)
+
+
+def test_the_generation_budget_reruns_evaluations_and_tables_only(smoke_run, tmp_path):
+    workdir, _ = smoke_run
+    path = edited(tmp_path, lambda c: c["eval"].update(max_gen_toks=16))
+    import yaml
+
+    everything = {*yaml.safe_load(CONFIG.read_text())["models"], "base"}
+    jobs = planned(workdir, config=path)
+    assert jobs == expected_jobs(path, set(), everything)
+    assert "train" not in jobs and "bench" not in jobs
+
+
+def test_bench_repetitions_rerun_the_bench_and_table5_only(smoke_run, tmp_path):
+    workdir, _ = smoke_run
+    path = edited(tmp_path, lambda c: c["bench"].update(reps=2))
+    assert planned(workdir, config=path) == {"bench": 1, "table5": 1, "figure_wallclock": 1, "all": 1}
+    # the same change as a command-line override reaches the job too
+    assert planned(workdir, "--config", "bench={reps: 2}") == {"bench": 1, "table5": 1, "figure_wallclock": 1,
+                                                              "all": 1}
+
+
+def test_a_new_sweep_tau_runs_only_its_sweep_jobs_and_the_tables_that_read_them(smoke_run, tmp_path):
+    workdir, _ = smoke_run
+    path = edited(tmp_path, lambda c: c["eval"].update(sweep_taus=[1.0, 0.8, 0.5]))
+    # two sweep models at the new tau; Table 8 and Figure 3 (which reads it)
+    assert planned(workdir, config=path) == {"evaluate_sweep": 2, "table": 1, "figure3": 1, "all": 1}

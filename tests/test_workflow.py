@@ -63,21 +63,55 @@ def bad_config(tmp_path, edit) -> Path:
     return path
 
 
-@pytest.mark.parametrize("edit,key", [
-    (lambda c: c["models"]["mars_b4"].update(method="diffusion"), "mars_b4"),
-    (lambda c: c["eval"].update(sweep_taus=[1.0, 1.5]), "sweep_taus"),
-    (lambda c: c["bench"].update(tau=2.0), "bench"),
-    (lambda c: c["models"]["mars_b8"].pop("block_size"), "block_size"),
-    (lambda c: c["models"]["ar_sft_5ep"].update(epochs=-1), "epochs"),
-    (lambda c: c["training"].update(learning_rat=1e-3), "learning_rat"),
+@pytest.mark.parametrize("edit,message", [
+    (lambda c: c["models"]["mars_b4"].update(method="diffusion"), "config key 'models.mars_b4.method'"),
+    (lambda c: c["eval"].update(sweep_taus=[1.0, 1.5]), "config key 'eval.sweep_taus.1'"),
+    (lambda c: c["bench"].update(tau=2.0), "config key 'bench.tau'"),
+    (lambda c: c["models"]["mars_b8"].pop("block_size"),
+     "config key 'models.mars_b8': 'block_size' is a required property"),
+    (lambda c: c["models"]["ar_sft_5ep"].update(epochs=-1), "config key 'models.ar_sft_5ep.epochs'"),
+    (lambda c: c["training"].update(learning_rat=1e-3), "config key 'training': Additional properties"),
+    # a model the tables name, renamed: one clear error, never a silently missing row
+    (lambda c: c["models"].update(mars_b4_renamed=c["models"].pop("mars_b4")),
+     "'mars_b4' is not a model entry"),
 ])
-def test_bad_configs_are_rejected_naming_the_key(tmp_path, edit, key):
+def test_bad_configs_are_rejected_naming_the_key(tmp_path, edit, message):
     path = bad_config(tmp_path, edit)
     code, out, jobs = dry_run("--configfile", str(path))
     assert code != 0
-    assert key in out
+    error_lines = [line for line in out.splitlines() if line.startswith("config key")]
+    assert len(error_lines) == 1 and message in error_lines[0], out[-2000:]
     assert not jobs  # nothing scheduled
-    from mars.config import ConfigError, load_config
+    from mars.config import ConfigError, check_model_references, load_config
 
-    with pytest.raises(ConfigError, match=key):
-        load_config(path)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        check_model_references(load_config(path))
+
+
+def test_every_job_gets_its_settings_as_a_param_and_decodes_with_its_trained_block_size():
+    """No job reads the config file itself: every command carries its settings (--job), and a B=16 model is
+    evaluated with a window of 16 (15 masks) at tau < 1, B=8 with 8, Jacobi with the configured window."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as workdir:
+        proc = subprocess.run([*SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), "--directory", workdir, "-n",
+                               "-p", "--configfile", str(ROOT / "config.yaml")], cwd=workdir, capture_output=True,
+                              text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    commands = [line for line in proc.stdout.splitlines() if " mars " in f" {line} " and "--job" in line]
+    assert not [c for c in proc.stdout.splitlines() if "--config " in c]
+    evals = {}
+    for command in commands:
+        if " mars eval " not in f" {command}":
+            continue
+        job = json.loads(re.search(r"--job '([^']*)'", command).group(1))
+        out = re.search(r"--output (\S+)", command).group(1)
+        evals["/".join(out.split("/")[-4:-1])] = job
+    assert evals["eval/mars_b16/mars-tau0.95-probability"]["block_size"] == 16
+    assert evals["sweep/mars_nolar_b16/mars-tau0.5-probability"]["block_size"] == 16
+    assert evals["eval/mars_b8/mars-tau0.95-probability"]["block_size"] == 8
+    assert evals["eval/ar_sft_5ep/jacobi-tau1-probability"]["block_size"] == 4
+    assert evals["eval/ar_sft_5ep/ar-tau1-probability"]["method"] == "ar"
+    assert evals["eval/mars_b16/mars-tau0.95-probability"]["max_gen_toks"] == 256
+    assert len(evals) == 20 + 52
