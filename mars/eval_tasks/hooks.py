@@ -128,16 +128,6 @@ def process_results_humaneval(doc: dict, results: list) -> dict:
     return {"pass@1": _score("humaneval", doc, results)["pass@1"]}
 
 
-PROCESS_RESULTS = {
-    "ifeval": process_results_ifeval,
-    "bbh": process_results_bbh,
-    "mmlu_pro": process_results_mmlu_pro,
-    "gpqa": process_results_gpqa,
-    "gsm8k": process_results_gsm8k,
-    "humaneval": process_results_humaneval,
-}
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # paper profile: humaneval_instruct scored through the sandbox
 
@@ -151,23 +141,11 @@ def humaneval_instruct_predictions(resps: list[list[str]], docs: list[dict]) -> 
 
 
 def sandboxed_pass_at_1(references: list[str], predictions: list[list[str]], k: Any = None) -> dict[str, float]:
-    """pass@1 of the first prediction of each reference (``test`` + ``check(entry_point)``), run in the sandbox.
-
-    As in ``mars.world.tasks``: the run counts only if it prints a fresh random marker after the tests (a program
-    that exits 0 before the asserts does not pass)."""
-    import secrets
-
-    from mars.sandbox import run_python
+    """pass@1 of the first prediction of each reference (``test`` + ``check(entry_point)``), run in the sandbox
+    through :func:`mars.sandbox.run_tests`, as the tiny humaneval scorer does."""
+    from mars.sandbox import run_tests
     from mars.world.tasks import HUMANEVAL_TIMEOUT_S
 
-    passed = []
-    for ref, preds in zip(references, predictions):
-        marker = "tests-done-" + secrets.token_hex(8)
-        program = (preds[0] if preds else "") + "\n\n" + ref + f"\nprint({marker!r})\n"
-        try:
-            result = run_python(program, timeout_s=HUMANEVAL_TIMEOUT_S)
-            ok = bool(getattr(result, "passed", False)) and marker in (getattr(result, "stdout", "") or "")
-        except Exception:
-            ok = False
-        passed.append(float(ok))
+    passed = [float(run_tests(preds[0] if preds else "", ref, timeout_s=HUMANEVAL_TIMEOUT_S))
+              for ref, preds in zip(references, predictions)]
     return {"pass@1": sum(passed) / len(passed) if passed else 0.0}

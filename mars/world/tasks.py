@@ -97,7 +97,6 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-import secrets
 from typing import Any, Callable
 
 FAMILIES: tuple[str, ...] = ("ifeval", "bbh", "mmlu_pro", "gpqa", "gsm8k", "humaneval")
@@ -1035,18 +1034,9 @@ def _score_humaneval(completion: str, target: Any) -> dict[str, float]:
     if not code.strip():
         return {"pass@1": 0.0}
     test = target["test"] if isinstance(target, dict) else str(target)
-    # A program that exits early (sys.exit(0) before the asserts) must not pass: the run counts only if it prints
-    # a fresh random marker after the tests.
-    marker = "tests-done-" + secrets.token_hex(8)
-    program = code.rstrip() + "\n\n\n" + test + f"\nprint({marker!r})\n"
-    from mars.sandbox import run_python  # lazy: a missing sandbox is an error, not a 0 score
+    from mars.sandbox import run_tests  # lazy: a missing sandbox is an error, not a 0 score
 
-    try:
-        result = run_python(program, timeout_s=HUMANEVAL_TIMEOUT_S)
-        passed = bool(getattr(result, "passed", False)) and marker in (getattr(result, "stdout", "") or "")
-        return {"pass@1": float(passed)}
-    except Exception:  # a sandbox failure on this program counts as a failed sample
-        return {"pass@1": 0.0}
+    return {"pass@1": float(run_tests(code, test, timeout_s=HUMANEVAL_TIMEOUT_S))}
 
 
 # --------------------------------------------------------------------------

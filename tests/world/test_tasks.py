@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import types
 from collections import Counter
 
 import pytest
 
+from mars.sandbox import checks
 from mars.world import tasks as T
 from mars.world.tasks import FAMILIES, extract_answer, few_shot_examples, make_splits, score
 
@@ -22,7 +22,7 @@ def splits():
 
 
 def _fake_runner(program: str, timeout_s: float):
-    """In-process stand-in for mars.sandbox.run_python (only for our own gold code)."""
+    """In-process stand-in for mars.sandbox.supervisor.run_python (only for our own gold code)."""
     import contextlib
     import io
 
@@ -45,9 +45,8 @@ def fake_sandbox(monkeypatch):
         calls.append((program, timeout_s))
         return _fake_runner(program, timeout_s)
 
-    mod = types.ModuleType("mars.sandbox")
-    mod.run_python = run_python
-    monkeypatch.setitem(sys.modules, "mars.sandbox", mod)
+    # run_tests (the marker logic) stays real; only the process it would start is replaced.
+    monkeypatch.setattr(checks, "run_python", run_python)
     return calls
 
 
@@ -411,13 +410,10 @@ def test_humaneval_program_sent_to_sandbox(fake_sandbox):
 
 
 def test_humaneval_sandbox_errors_score_zero(monkeypatch):
-    mod = types.ModuleType("mars.sandbox")
-
     def boom(program, timeout_s):
         raise RuntimeError("sandbox exploded")
 
-    mod.run_python = boom
-    monkeypatch.setitem(sys.modules, "mars.sandbox", mod)
+    monkeypatch.setattr(checks, "run_python", boom)
     assert score("humaneval", "def f(): pass", {"test": "assert True"}) == {"pass@1": 0.0}
 
 
@@ -561,10 +557,8 @@ def test_exhausted_space_raises(monkeypatch):
 # -------------------------------------------------------- the real sandbox
 
 
-def test_real_sandbox_if_available():
-    sandbox = pytest.importorskip("mars.sandbox")
-    if not hasattr(sandbox, "run_python"):
-        pytest.skip("mars.sandbox has no run_python yet")
+def test_real_sandbox_scores_gold_and_wrong_code():
+    # No skip: humaneval scoring without a working sandbox is a broken evaluation, and must fail here.
     test = make_splits(0, 8, seed=0)[1]
     for x in _by_family(test, "humaneval"):
         assert score("humaneval", x["response"], x["target"]) == {"pass@1": 1.0}, x["response"]
@@ -576,7 +570,6 @@ def test_real_sandbox_if_available():
 
 def test_humaneval_early_exit_does_not_pass():
     """A program that exits 0 before the asserts run is a failure (real sandbox)."""
-    pytest.importorskip("mars.sandbox")
     x = _by_family(make_splits(5, 5, seed=0)[1], "humaneval")[0]
     assert score("humaneval", x["response"], x["target"]) == {"pass@1": 1.0}
     cheat = "```python\nimport sys\nsys.exit(0)\n```"
