@@ -395,7 +395,7 @@ def test_hook_functions_do_no_global_or_closure_lookups():
     # defaults), so that user code cannot influence it via builtins/globals
     # or writable closure cells.
     ns = {"__name__": "not_main"}
-    exec(compile(supervisor.child_source(), "<child>", "exec"), ns)
+    exec(compile(supervisor.stage_source("run_stage.py"), "<run_stage>", "exec"), ns)
     nested = [c for c in ns["_install_hook"].__code__.co_consts
               if isinstance(c, types.CodeType) and c.co_name != "<genexpr>"]
     assert {c.co_name for c in nested} >= {"hook", "hook_impl", "on_open", "realpath", "deny"}

@@ -4,8 +4,8 @@
     run_tests(code, test, timeout_s) -> bool                           code + its tests passed (HumanEval scoring)
     sandbox_processes() -> list[int]                                   live processes of this supervisor's sandboxes
 
-Modules: ``supervisor`` (spawning, supervision, classification), ``child.py`` (the program the child runs, kept as
-package data), ``uids`` (dedicated per-call uids and their processes), ``mounts`` (the child's private mount
+Modules: ``supervisor`` (spawning, supervision, classification), ``launch_stage.py`` and ``run_stage.py`` (the two
+stages of the program the child runs, kept as package data), ``uids`` (dedicated per-call uids and their processes), ``mounts`` (the child's private mount
 plan), ``checks`` (``run_tests``).
 """
 

@@ -1,7 +1,7 @@
 """The private mount namespace of a root supervisor's child: which directories are hidden, made private or bound.
 
 Computed by the supervisor (it can stat everything), carried out by the child's launch stage
-(``mars/sandbox/child.py``, ``_namespaces``).  World-writable directories become tiny private tmpfs instances;
+(``mars/sandbox/launch_stage.py``, ``_namespaces``).  World-writable directories become tiny private tmpfs instances;
 directories the dropped uid could not traverse but the interpreter lives in (e.g. ``/root`` of a pyenv install) are
 replaced by an empty read-only tmpfs with only the interpreter prefix bound back read-only.
 """
@@ -77,13 +77,18 @@ def mount_plan(tmpdir: str, work: str) -> dict:
         if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH:
             private.append(os.path.realpath(t))
     overlays = [(h, "hide") for h in _top_level(hide)]
-    overlays += [(t, "private") for t in private
-                 if not any(t == h or t.startswith(h + "/") for h in hide)]
+    overlays += [(t, "private") for t in private if not any(t == h or t.startswith(h + "/") for h in hide)]
     overlays.sort(key=lambda o: o[0].count("/"))
 
     def under_overlay(p: str) -> bool:
         return any(p == o or p.startswith(o.rstrip("/") + "/") for o, _k in overlays)
 
     binds = sorted((p for p in needed if under_overlay(p)), key=lambda p: p.count("/"))
-    return {"overlays": overlays, "binds": binds, "tmpdir": tmpdir, "work": work,
-            "work_kb": WORK_TMPFS_KB, "work_inodes": WORK_TMPFS_INODES}
+    return {
+        "overlays": overlays,
+        "binds": binds,
+        "tmpdir": tmpdir,
+        "work": work,
+        "work_kb": WORK_TMPFS_KB,
+        "work_inodes": WORK_TMPFS_INODES,
+    }

@@ -1,6 +1,6 @@
 """The supervisor: ``run_python(program)`` runs a program in the sandboxed child and classifies what happened.
 
-The threat model and the layers are in docs/sandbox.md.  This side spawns ``mars/sandbox/child.py`` (its text, read
+The threat model and the layers are in docs/sandbox.md.  This side spawns ``mars/sandbox/launch_stage.py`` (its text, read
 as package data, passed with ``-c`` to ``python -I -S -B``) in a session of its own, reads its output through a
 selector with a hard wall-clock deadline, keeps a few KB of head and tail of each stream, notices exit through a
 pidfd, SIGKILLs the process group (and, with a dedicated uid, every process of that uid) on timeout or exit, and
@@ -45,24 +45,47 @@ _DRAIN_GRACE_S = 0.5
 _REAP_GRACE_S = 5.0
 
 
-
 _BLOCKED_IMPORTS = (
-    "ctypes", "_ctypes", "_ctypes_test", "cffi", "_cffi_backend",
-    "_testcapi", "_testinternalcapi", "_testbuffer", "_testmultiphase",
-    "_testsinglephase", "_testclinic", "_testimportmultiple", "_xxtestfuzz",
-    "_xxsubinterpreters", "_xxinterpchannels", "_interpreters",
-    "_interpchannels", "_interpqueues",
-    "_sqlite3", "readline", "_gdbm", "_dbm", "_curses", "_curses_panel",
-    "_tkinter", "_multiprocessing", "_posixshmem", "_ssl",
+    "ctypes",
+    "_ctypes",
+    "_ctypes_test",
+    "cffi",
+    "_cffi_backend",
+    "_testcapi",
+    "_testinternalcapi",
+    "_testbuffer",
+    "_testmultiphase",
+    "_testsinglephase",
+    "_testclinic",
+    "_testimportmultiple",
+    "_xxtestfuzz",
+    "_xxsubinterpreters",
+    "_xxinterpchannels",
+    "_interpreters",
+    "_interpchannels",
+    "_interpqueues",
+    "_sqlite3",
+    "readline",
+    "_gdbm",
+    "_dbm",
+    "_curses",
+    "_curses_panel",
+    "_tkinter",
+    "_multiprocessing",
+    "_posixshmem",
+    "_ssl",
 )
 # Only where RLIMIT_NPROC cannot be 1 (root without a dedicated uid).
 _STRICT_EXTRA_IMPORTS = ("_posixsubprocess",)
 
 
 @lru_cache(maxsize=1)
-def child_source() -> str:
-    """The text of the child program (mars/sandbox/child.py), as the child runs it."""
-    return resources.files("mars.sandbox").joinpath("child.py").read_text(encoding="utf-8")
+def stage_source(filename: str) -> str:
+    """The text of a stage of the child program (``launch_stage.py``, ``run_stage.py``), as the child runs it.
+
+    Kept as real modules (linted, syntax-checked, importable by the tests) and shipped as package data; run with
+    ``-c`` rather than by path, so the child needs no access to the installed package's directory."""
+    return resources.files("mars.sandbox").joinpath(filename).read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
@@ -107,9 +130,7 @@ class _Capture:
         if omitted <= 0:
             raw = bytes(self.head + self.tail)
         else:
-            raw = bytes(self.head) + (
-                f"\n...[{omitted} bytes truncated by sandbox]...\n".encode()
-            ) + bytes(self.tail)
+            raw = bytes(self.head) + (f"\n...[{omitted} bytes truncated by sandbox]...\n".encode()) + bytes(self.tail)
         return raw.decode("utf-8", errors="replace")
 
 
@@ -133,18 +154,22 @@ def _rmtree(path: str) -> None:
 def _validate(program, timeout_s, memory_mb, cpu_s) -> None:
     if not isinstance(program, str):
         raise TypeError("program must be a str")
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) \
-            or not math.isfinite(timeout_s) or timeout_s <= 0:
+    if (
+        isinstance(timeout_s, bool)
+        or not isinstance(timeout_s, (int, float))
+        or not math.isfinite(timeout_s)
+        or timeout_s <= 0
+    ):
         raise ValueError(f"timeout_s must be a positive finite number, got {timeout_s!r}")
     if isinstance(memory_mb, bool) or not isinstance(memory_mb, int) or memory_mb < 32:
         raise ValueError(f"memory_mb must be an int >= 32, got {memory_mb!r}")
-    if cpu_s is not None and (isinstance(cpu_s, bool) or not isinstance(cpu_s, (int, float))
-                              or not math.isfinite(cpu_s) or cpu_s <= 0):
+    if cpu_s is not None and (
+        isinstance(cpu_s, bool) or not isinstance(cpu_s, (int, float)) or not math.isfinite(cpu_s) or cpu_s <= 0
+    ):
         raise ValueError(f"cpu_s must be None or a positive finite number, got {cpu_s!r}")
 
 
-def run_python(program: str, timeout_s: float = 5.0, memory_mb: int = 512,
-               cpu_s: float | None = None) -> SandboxResult:
+def run_python(program: str, timeout_s: float = 5.0, memory_mb: int = 512, cpu_s: float | None = None) -> SandboxResult:
     """Run ``program`` in a sandboxed ``python -I`` child; see the module doc.
 
     ``timeout_s`` bounds wall-clock time (interpreter start-up included),
@@ -158,13 +183,12 @@ def run_python(program: str, timeout_s: float = 5.0, memory_mb: int = 512,
         return _run_python(program, float(timeout_s), memory_mb, cpu_s, t0)
     except Exception as exc:  # failure of the sandbox machinery itself
         log.exception("sandbox machinery failed")
-        return SandboxResult(False, "error", None, "",
-                             f"sandbox error: {type(exc).__name__}: {exc}",
-                             time.monotonic() - t0)
+        return SandboxResult(
+            False, "error", None, "", f"sandbox error: {type(exc).__name__}: {exc}", time.monotonic() - t0
+        )
 
 
-def _run_python(program: str, timeout_s: float, memory_mb: int, cpu_s: float | None,
-                t0: float) -> SandboxResult:
+def _run_python(program: str, timeout_s: float, memory_mb: int, cpu_s: float | None, t0: float) -> SandboxResult:
     deadline = t0 + timeout_s
     is_root = os.geteuid() == 0
     uid = gid = None
@@ -188,38 +212,85 @@ def _run_python(program: str, timeout_s: float, memory_mb: int, cpu_s: float | N
 
         cpu_soft = max(1, math.ceil(cpu_s)) if cpu_s is not None else math.ceil(timeout_s) + 1
         nproc = 1 if (not is_root or dedicated) else 64
-        rlimits = [("RLIMIT_CPU", cpu_soft, cpu_soft + 1),
-                   ("RLIMIT_FSIZE", _FSIZE_BYTES, _FSIZE_BYTES),
-                   ("RLIMIT_NOFILE", _NOFILE, _NOFILE),
-                   ("RLIMIT_CORE", 0, 0),
-                   ("RLIMIT_NPROC", nproc, nproc)]
+        rlimits = [
+            ("RLIMIT_CPU", cpu_soft, cpu_soft + 1),
+            ("RLIMIT_FSIZE", _FSIZE_BYTES, _FSIZE_BYTES),
+            ("RLIMIT_NOFILE", _NOFILE, _NOFILE),
+            ("RLIMIT_CORE", 0, 0),
+            ("RLIMIT_NPROC", nproc, nproc),
+        ]
         blocked = list(_BLOCKED_IMPORTS) + ([] if nproc == 1 else list(_STRICT_EXTRA_IMPORTS))
 
         ctl_r, ctl_w = os.pipe()
         marker = f"mars-sandbox:{os.getpid()}"
-        run_env = {"PATH": "/usr/bin:/bin", "HOME": work, "TMPDIR": work,
-                   "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
-                   "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-                   "MKL_NUM_THREADS": "1"}
-        run_cfg = {"errfd": ctl_w, "program": prog_path, "work_real": os.path.realpath(work),
-                   "memory_bytes": memory_mb << 20, "blocked_imports": blocked,
-                   "blocked_rc": _BLOCKED_RC, "memory_rc": _MEMORY_RC, "error_rc": _ERROR_RC}
-        run_argv = [sys.executable, "-I", "-B", "-c", child_source(), marker + ":run",
-                    json.dumps(run_cfg)]
-        launch_cfg = {"errfd": ctl_w, "rlimits": rlimits, "root": is_root, "uid": uid,
-                      "gid": gid, "ppid": os.getpid(), "work": work, "exe": sys.executable,
-                      "run_argv": run_argv, "env": run_env, "error_rc": _ERROR_RC,
-                      "mounts": mount_plan(tmpdir, work) if is_root else None}
-        argv = [sys.executable, "-I", "-S", "-B", "-c", child_source(), marker + ":launch",
-                json.dumps(launch_cfg)]
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, pass_fds=(ctl_w,), close_fds=True,
-                                start_new_session=True, cwd=tmpdir,
-                                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        run_env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": work,
+            "TMPDIR": work,
+            "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
+        run_cfg = {
+            "errfd": ctl_w,
+            "program": prog_path,
+            "work_real": os.path.realpath(work),
+            "memory_bytes": memory_mb << 20,
+            "blocked_imports": blocked,
+            "blocked_rc": _BLOCKED_RC,
+            "memory_rc": _MEMORY_RC,
+            "error_rc": _ERROR_RC,
+        }
+        run_argv = [
+            sys.executable,
+            "-I",
+            "-B",
+            "-c",
+            stage_source("run_stage.py"),
+            marker + ":run",
+            json.dumps(run_cfg),
+        ]
+        launch_cfg = {
+            "errfd": ctl_w,
+            "rlimits": rlimits,
+            "root": is_root,
+            "uid": uid,
+            "gid": gid,
+            "ppid": os.getpid(),
+            "work": work,
+            "exe": sys.executable,
+            "run_argv": run_argv,
+            "env": run_env,
+            "error_rc": _ERROR_RC,
+            "mounts": mount_plan(tmpdir, work) if is_root else None,
+        }
+        argv = [
+            sys.executable,
+            "-I",
+            "-S",
+            "-B",
+            "-c",
+            stage_source("launch_stage.py"),
+            marker + ":launch",
+            json.dumps(launch_cfg),
+        ]
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(ctl_w,),
+            close_fds=True,
+            start_new_session=True,
+            cwd=tmpdir,
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+        )
         os.close(ctl_w)
         ctl_w = None
-        out, err, ctl, timed_out, rc, cpu_used = _supervise(
-            proc, ctl_r, deadline, uid if dedicated else None)
+        out, err, ctl, timed_out, rc, cpu_used = _supervise(proc, ctl_r, deadline, uid if dedicated else None)
         wall = time.monotonic() - t0
         return _classify(out, err, ctl, timed_out, rc, cpu_used, cpu_soft, wall)
     finally:
@@ -373,8 +444,9 @@ def _supervise(proc: subprocess.Popen, ctl_r: int, deadline: float, uid: int | N
     return caps["out"].text(), caps["err"].text(), bytes(ctl), timed_out, rc, cpu_used
 
 
-def _classify(out: str, err: str, ctl: bytes, timed_out: bool, rc: int | None,
-              cpu_used: float, cpu_soft: int, wall: float) -> SandboxResult:
+def _classify(
+    out: str, err: str, ctl: bytes, timed_out: bool, rc: int | None, cpu_used: float, cpu_soft: int, wall: float
+) -> SandboxResult:
     lines = ctl.decode("utf-8", "replace").splitlines()
     errors = [ln[2:] for ln in lines if ln.startswith("E:")]
     for ln in lines:
@@ -400,5 +472,4 @@ def _classify(out: str, err: str, ctl: bytes, timed_out: bool, rc: int | None,
         status = "timeout"
     else:
         status = "failed"
-    return SandboxResult(passed=status == "passed", status=status, returncode=rc,
-                         stdout=out, stderr=err, wall_s=wall)
+    return SandboxResult(passed=status == "passed", status=status, returncode=rc, stdout=out, stderr=err, wall_s=wall)

@@ -44,9 +44,7 @@ def _mapped(rows: list[tuple[int, int, int]], lo: int, hi: int) -> bool:
 @lru_cache(maxsize=1)
 def dedicated_uids_possible() -> bool:
     lo, hi = UID_BASE, UID_BASE + UID_SPAN
-    return _mapped(_read_uid_map("/proc/self/uid_map"), lo, hi) and _mapped(
-        _read_uid_map("/proc/self/gid_map"), lo, hi
-    )
+    return _mapped(_read_uid_map("/proc/self/uid_map"), lo, hi) and _mapped(_read_uid_map("/proc/self/gid_map"), lo, hi)
 
 
 def _proc_uids(pid: str) -> tuple[list[int], str] | None:

@@ -1,14 +1,17 @@
-"""The sandboxed child program (both stages); see docs/sandbox.md for the threat model.
+"""Stage 2 of the sandboxed child: the audit hook, then the program itself as ``__main__``.
 
-This file is not imported by the supervisor: :mod:`mars.sandbox.supervisor` reads its text (package data) and runs
-it with ``python -I -S -B -c <text> mars-sandbox:<pid>:launch <json config>``.  The launch stage sets rlimits,
-namespaces and drops privileges, then execs ``python -I -B -c <text> ...:run <json config>``, whose run stage
-installs the audit hook and executes the program.  It must therefore use the standard library only (``-S``: no
-site-packages) and must not import anything from ``mars``.  Importing it (tests do, to inspect the hook's
-bytecode) has no side effect.
+Not imported by the supervisor: the launch stage (``launch_stage.py``) execs
+``python -I -B -c <this file's text> mars-sandbox:<pid>:run <json config>``.  It sets ``RLIMIT_AS``, installs the
+audit hook (which must survive hostile code in the same interpreter: see the rules at the top of
+:func:`_install_hook`), runs the program and leaves with ``os._exit`` so that interpreter finalisation (where audit
+hooks are torn down) never runs user code.  Standard library only, nothing from ``mars``.  Threat model:
+docs/sandbox.md.  Importing this module (the tests do, to inspect the hook's bytecode) has no side effect.
 """
 
-import sys, os, json
+import json
+import os
+import sys
+
 
 def _fail(errfd, msg, rc):
     try:
@@ -16,147 +19,6 @@ def _fail(errfd, msg, rc):
     except BaseException:
         pass
     os._exit(rc)
-
-
-def _namespaces(cfg, libc, ctypes, warn):
-    CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
-    MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-    MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-    libc.unshare.argtypes = [ctypes.c_int]
-    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
-                           ctypes.c_ulong, ctypes.c_char_p]
-
-    def enc(s):
-        return None if s is None else os.fsencode(s)
-
-    def mount(src, dst, fstype, flags, data):
-        if libc.mount(enc(src), enc(dst), enc(fstype), flags, enc(data)) != 0:
-            e = ctypes.get_errno()
-            raise OSError(e, "mount %s on %s: %s" % (src, dst, os.strerror(e)))
-
-    if libc.unshare(CLONE_NEWNS | CLONE_NEWNET) == 0:
-        ns_ok = net_ok = True
-    else:
-        ns_ok = libc.unshare(CLONE_NEWNS) == 0
-        net_ok = libc.unshare(CLONE_NEWNET) == 0
-    if not net_ok:
-        warn("no network namespace (unshare: %s); relying on the audit hook"
-             % os.strerror(ctypes.get_errno()))
-    if not ns_ok:
-        warn("no mount namespace (unshare: %s)" % os.strerror(ctypes.get_errno()))
-        return
-    try:
-        mount(None, "/", None, MS_REC | MS_PRIVATE, None)
-    except OSError as e:
-        warn("cannot make mounts private (%s); skipping mount isolation" % e)
-        return
-    plan = cfg["mounts"]
-    os.umask(0o022)
-    fds = {}
-    for p in plan["binds"]:
-        fds[p] = os.open(p, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    active = []
-    for path, kind in plan["overlays"]:
-        if kind == "hide":
-            mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  "mode=0755,size=64k,nr_inodes=512")
-            active.append(path)
-        else:
-            try:
-                mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                      "mode=1777,size=1m,nr_inodes=128")
-                active.append(path)
-            except OSError as e:
-                warn("private %s unavailable: %s" % (path, e))
-
-    def under(p, o):
-        return p == o or p.startswith(o.rstrip("/") + "/")
-
-    tmpdir = plan["tmpdir"]
-    tmpdir_bound = False
-    for p in plan["binds"]:
-        if not any(under(p, o) for o in active):
-            continue  # the overlay it would live under is not there
-        os.makedirs(p, exist_ok=True)
-        mount("/proc/self/fd/%d" % fds[p], p, None, MS_BIND | MS_REC, None)
-        if p == tmpdir:
-            tmpdir_bound = True
-            continue
-        try:
-            mount(None, p, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
-        except OSError as e:
-            warn("read-only remount of %s failed: %s" % (p, e))
-    for fd in fds.values():
-        os.close(fd)
-    work_tmpfs = False
-    try:
-        mount("tmpfs", plan["work"], "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-              "size=%dk,nr_inodes=%d,mode=0700,uid=%d,gid=%d" % (
-                  plan["work_kb"], plan["work_inodes"], cfg["uid"], cfg["gid"]))
-        work_tmpfs = True
-    except OSError as e:
-        warn("work tmpfs unavailable (%s); using the host directory" % e)
-    if tmpdir_bound and work_tmpfs:
-        try:
-            mount(None, tmpdir, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
-        except OSError as e:
-            warn("read-only remount of %s failed: %s" % (tmpdir, e))
-    for path, kind in plan["overlays"]:
-        if kind == "hide" and path in active:
-            try:
-                mount(None, path, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
-            except OSError as e:
-                warn("read-only remount of %s failed: %s" % (path, e))
-
-
-def _launch(cfg):
-    errfd = cfg["errfd"]
-
-    def warn(msg):
-        try:
-            os.write(errfd, ("W:" + msg + "\n").encode("utf-8", "replace"))
-        except OSError:
-            pass
-
-    try:
-        import resource
-        for name, soft, hard in cfg["rlimits"]:
-            resource.setrlimit(getattr(resource, name), (soft, hard))
-        libc = ctypes = None
-        try:
-            import ctypes
-            libc = ctypes.CDLL(None, use_errno=True)
-        except BaseException as e:
-            if cfg["root"]:
-                raise
-            warn("ctypes unavailable in launcher: %r" % (e,))
-        if cfg["root"]:
-            _namespaces(cfg, libc, ctypes, warn)
-            uid, gid = cfg["uid"], cfg["gid"]
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
-            if (os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid)
-                    or os.getgroups()):
-                raise RuntimeError("privilege drop did not take effect")
-            try:
-                os.setuid(0)
-            except PermissionError:
-                pass
-            else:
-                raise RuntimeError("could regain root after dropping privileges")
-        if libc is not None:
-            if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
-                warn("PR_SET_NO_NEW_PRIVS failed")
-            if libc.prctl(1, 9, 0, 0, 0) != 0:  # PR_SET_PDEATHSIG, SIGKILL
-                warn("PR_SET_PDEATHSIG failed")
-        if os.getppid() != cfg["ppid"]:
-            _fail(errfd, "launcher: supervisor went away", cfg["error_rc"])
-        os.umask(0o077)
-        os.chdir(cfg["work"])
-        os.execve(cfg["exe"], cfg["run_argv"], cfg["env"])
-    except BaseException as e:
-        _fail(errfd, "launcher: %s: %s" % (type(e).__name__, e), cfg["error_rc"])
 
 
 def _install_hook(cfg):
@@ -174,16 +36,25 @@ def _install_hook(cfg):
     #    the mutable ``os.stat_result`` type);
     #  * the hook never raises: blocked imports are refused by putting None
     #    into the original ``sys.modules``; anything unexpected ends the process.
-    import posix, io
+    import io
+    import posix
+
     work = cfg["work_real"]
-    flushes = tuple((type(s).flush, s) for s in (sys.stdout, sys.stderr)
-                    if type(s) is io.TextIOWrapper)
-    WFLAGS = (posix.O_WRONLY | posix.O_RDWR | posix.O_CREAT | posix.O_TRUNC
-              | posix.O_APPEND | getattr(posix, "O_TMPFILE", 0))
+    flushes = tuple((type(s).flush, s) for s in (sys.stdout, sys.stderr) if type(s) is io.TextIOWrapper)
+    WFLAGS = (
+        posix.O_WRONLY | posix.O_RDWR | posix.O_CREAT | posix.O_TRUNC | posix.O_APPEND | getattr(posix, "O_TMPFILE", 0)
+    )
     FDOBJ = "<fd>"  # resolution of a descriptor that is not a file (pipe, socket)
 
-    def deny(event, what="", _flushes=flushes, _write=posix.write, _exit=posix._exit,
-             _rc=cfg["blocked_rc"], _BE=BaseException):
+    def deny(
+        event,
+        what="",
+        _flushes=flushes,
+        _write=posix.write,
+        _exit=posix._exit,
+        _rc=cfg["blocked_rc"],
+        _BE=BaseException,
+    ):
         for fl, s in _flushes:
             try:
                 fl(s)
@@ -209,8 +80,16 @@ def _install_hook(cfg):
                 return None
         return None
 
-    def realpath(path, _lstat=posix.lstat, _readlink=posix.readlink, _tuple=tuple,
-                 _len=len, _tget=tuple.__getitem__, _OSError=OSError, _ValueError=ValueError):
+    def realpath(
+        path,
+        _lstat=posix.lstat,
+        _readlink=posix.readlink,
+        _tuple=tuple,
+        _len=len,
+        _tget=tuple.__getitem__,
+        _OSError=OSError,
+        _ValueError=ValueError,
+    ):
         # ``path`` is absolute.  Resolve symlinks component by component as
         # the kernel does; components that do not exist are kept lexically.
         parts = _tuple(path.split("/"))
@@ -256,9 +135,19 @@ def _install_hook(cfg):
         except _OSError:
             return None
 
-    def resolve(p, dir_fd=None, _type=type, _int=int, _bool=bool, _as_text=as_text,
-                _realpath=realpath, _fd_target=fd_target, _getcwd=posix.getcwd,
-                _OSError=OSError, _FDOBJ=FDOBJ):
+    def resolve(
+        p,
+        dir_fd=None,
+        _type=type,
+        _int=int,
+        _bool=bool,
+        _as_text=as_text,
+        _realpath=realpath,
+        _fd_target=fd_target,
+        _getcwd=posix.getcwd,
+        _OSError=OSError,
+        _FDOBJ=FDOBJ,
+    ):
         t = _type(p)
         if t is _int or t is _bool:
             target = _fd_target(p)
@@ -283,16 +172,29 @@ def _install_hook(cfg):
             s = base + "/" + s
         return _realpath(s)
 
-    def check_mut(event, p, dir_fd=None, _resolve=resolve, _deny=deny, _as_text=as_text,
-                  _ws=work + "/", _FDOBJ=FDOBJ):
+    def check_mut(event, p, dir_fd=None, _resolve=resolve, _deny=deny, _as_text=as_text, _ws=work + "/", _FDOBJ=FDOBJ):
         rp = _resolve(p, dir_fd)
         if rp is None or not (rp == _FDOBJ or rp.startswith(_ws)):
             _deny(event, _as_text(p) or "")
 
-    def on_open(args, _type=type, _int=int, _bool=bool, _str=str, _len=len,
-                _resolve=resolve, _deny=deny, _as_text=as_text, _stat=posix.stat,
-                _tget=tuple.__getitem__, _BE=BaseException, _work=work, _ws=work + "/",
-                _wflags=WFLAGS, _pid=str(posix.getpid())):
+    def on_open(
+        args,
+        _type=type,
+        _int=int,
+        _bool=bool,
+        _str=str,
+        _len=len,
+        _resolve=resolve,
+        _deny=deny,
+        _as_text=as_text,
+        _stat=posix.stat,
+        _tget=tuple.__getitem__,
+        _BE=BaseException,
+        _work=work,
+        _ws=work + "/",
+        _wflags=WFLAGS,
+        _pid=str(posix.getpid()),
+    ):
         if _len(args) < 3:
             _deny("open")
         p = args[0]
@@ -324,9 +226,16 @@ def _install_hook(cfg):
         if (mode_bits & 0o170000) == 0o040000:
             _deny("open", rp + " (directory outside the sandbox directory)")
 
-    def on_import(args, _type=type, _str=str, _len=len, _deny=deny,
-                  _blocked=frozenset(cfg["blocked_imports"]), _modules=sys.modules,
-                  _setitem=dict.__setitem__):
+    def on_import(
+        args,
+        _type=type,
+        _str=str,
+        _len=len,
+        _deny=deny,
+        _blocked=frozenset(cfg["blocked_imports"]),
+        _modules=sys.modules,
+        _setitem=dict.__setitem__,
+    ):
         name = args[0] if _len(args) else None
         if _type(name) is not _str:
             _deny("import")
@@ -348,41 +257,108 @@ def _install_hook(cfg):
         pid = args[0] if _len(args) else None
         return _type(pid) is _int and (pid == _pid or pid == 0)
 
-    ev_deny = frozenset((
-        "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.system", "os.spawn",
-        "os.startfile", "subprocess.Popen", "pty.spawn", "os.link", "os.symlink",
-        "os.killpg", "socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
-        "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
-        "socket.getnameinfo", "socket.sethostname", "http.client.connect",
-        "ftplib.connect", "smtplib.connect", "poplib.connect", "imaplib.open",
-        "nntplib.connect", "telnetlib.Telnet.open", "webbrowser.open",
-        "ensurepip.bootstrap", "syslog.openlog", "syslog.syslog", "sqlite3.connect",
-        "sqlite3.enable_load_extension", "sqlite3.load_extension",
-        "cpython.PyInterpreterState_New", "cpython._PySys_ClearAuditHooks",
-        "code.__new__", "gc.get_objects", "gc.get_referrers", "gc.get_referents"))
-    ev_mut_d1 = frozenset(("os.remove", "os.rmdir"))          # (path, dir_fd)
-    ev_mut_d2 = frozenset(("os.mkdir", "os.chmod"))           # (path, mode, dir_fd)
-    ev_mut_d3 = frozenset(("os.chown", "os.utime"))           # (path, a, b, dir_fd)
+    ev_deny = frozenset(
+        (
+            "os.fork",
+            "os.forkpty",
+            "os.exec",
+            "os.posix_spawn",
+            "os.system",
+            "os.spawn",
+            "os.startfile",
+            "subprocess.Popen",
+            "pty.spawn",
+            "os.link",
+            "os.symlink",
+            "os.killpg",
+            "socket.connect",
+            "socket.bind",
+            "socket.sendto",
+            "socket.sendmsg",
+            "socket.getaddrinfo",
+            "socket.gethostbyname",
+            "socket.gethostbyaddr",
+            "socket.getnameinfo",
+            "socket.sethostname",
+            "http.client.connect",
+            "ftplib.connect",
+            "smtplib.connect",
+            "poplib.connect",
+            "imaplib.open",
+            "nntplib.connect",
+            "telnetlib.Telnet.open",
+            "webbrowser.open",
+            "ensurepip.bootstrap",
+            "syslog.openlog",
+            "syslog.syslog",
+            "sqlite3.connect",
+            "sqlite3.enable_load_extension",
+            "sqlite3.load_extension",
+            "cpython.PyInterpreterState_New",
+            "cpython._PySys_ClearAuditHooks",
+            "code.__new__",
+            "gc.get_objects",
+            "gc.get_referrers",
+            "gc.get_referents",
+        )
+    )
+    ev_mut_d1 = frozenset(("os.remove", "os.rmdir"))  # (path, dir_fd)
+    ev_mut_d2 = frozenset(("os.mkdir", "os.chmod"))  # (path, mode, dir_fd)
+    ev_mut_d3 = frozenset(("os.chown", "os.utime"))  # (path, a, b, dir_fd)
     ev_mut = frozenset(("os.truncate", "os.setxattr", "os.removexattr"))  # (path, ...)
-    ev_opt1 = frozenset(("shutil.copyfile", "shutil.copymode", "shutil.copystat",
-                         "shutil.copytree", "shutil.unpack_archive"))    # check args[1]
-    ev_opt0 = frozenset(("shutil.rmtree",))                               # check args[0]
+    ev_opt1 = frozenset(
+        ("shutil.copyfile", "shutil.copymode", "shutil.copystat", "shutil.copytree", "shutil.unpack_archive")
+    )  # check args[1]
+    ev_opt0 = frozenset(("shutil.rmtree",))  # check args[0]
     ev_attr = frozenset(("object.__setattr__", "object.__delattr__"))
-    ev_all = (ev_deny | ev_mut_d1 | ev_mut_d2 | ev_mut_d3 | ev_mut | ev_opt1 | ev_opt0 | ev_attr
-              | frozenset(("open", "import", "os.rename", "shutil.move", "os.chdir",
-                           "os.kill", "socket.__new__", "resource.prlimit")))
+    ev_all = (
+        ev_deny
+        | ev_mut_d1
+        | ev_mut_d2
+        | ev_mut_d3
+        | ev_mut
+        | ev_opt1
+        | ev_opt0
+        | ev_attr
+        | frozenset(
+            ("open", "import", "os.rename", "shutil.move", "os.chdir", "os.kill", "socket.__new__", "resource.prlimit")
+        )
+    )
 
     def first_text(args, _type=type, _str=str, _len=len):
         if _len(args) and _type(args[0]) is _str:
             return args[0]
         return ""
 
-    def hook_impl(event, args, _protected, _type=type, _str=str, _bytes=bytes, _int=int,
-                  _tuple=tuple, _len=len, _id=id, _all=ev_all, _evdeny=ev_deny,
-                  _d1=ev_mut_d1, _d2=ev_mut_d2, _d3=ev_mut_d3, _m=ev_mut, _o1=ev_opt1,
-                  _o0=ev_opt0, _attr=ev_attr, _deny=deny, _on_open=on_open,
-                  _on_import=on_import, _check=check_mut, _resolve=resolve,
-                  _first=first_text, _pid_ok=pid_ok, _work=work):
+    def hook_impl(
+        event,
+        args,
+        _protected,
+        _type=type,
+        _str=str,
+        _bytes=bytes,
+        _int=int,
+        _tuple=tuple,
+        _len=len,
+        _id=id,
+        _all=ev_all,
+        _evdeny=ev_deny,
+        _d1=ev_mut_d1,
+        _d2=ev_mut_d2,
+        _d3=ev_mut_d3,
+        _m=ev_mut,
+        _o1=ev_opt1,
+        _o0=ev_opt0,
+        _attr=ev_attr,
+        _deny=deny,
+        _on_open=on_open,
+        _on_import=on_import,
+        _check=check_mut,
+        _resolve=resolve,
+        _first=first_text,
+        _pid_ok=pid_ok,
+        _work=work,
+    ):
         if _type(event) is not _str:
             return
         if event not in _all:
@@ -433,8 +409,16 @@ def _install_hook(cfg):
             if not (_type(fam) is _int and fam == 1):  # AF_UNIX (socketpair)
                 _deny(event, "(only AF_UNIX sockets are allowed)")
 
-    def hook(event, args, _impl=hook_impl, _protected=None, _write=posix.write,
-             _exit=posix._exit, _rc=cfg["blocked_rc"], _BE=BaseException):
+    def hook(
+        event,
+        args,
+        _impl=hook_impl,
+        _protected=None,
+        _write=posix.write,
+        _exit=posix._exit,
+        _rc=cfg["blocked_rc"],
+        _BE=BaseException,
+    ):
         try:
             _impl(event, args, _protected)
         except _BE:
@@ -445,21 +429,36 @@ def _install_hook(cfg):
                 pass
             _exit(_rc)
 
-    funcs = (deny, as_text, realpath, fd_target, resolve, check_mut, on_open, on_import,
-             pid_ok, first_text, hook_impl, hook)
+    funcs = (
+        deny,
+        as_text,
+        realpath,
+        fd_target,
+        resolve,
+        check_mut,
+        on_open,
+        on_import,
+        pid_ok,
+        first_text,
+        hook_impl,
+        hook,
+    )
     for f in funcs:
         if f.__code__.co_freevars or f.__closure__ is not None or f.__kwdefaults__:
             raise RuntimeError("sandbox hook function %s has free variables" % f.__name__)
     protected = frozenset(id(f) for f in funcs)
-    hook.__defaults__ = (hook_impl, protected, posix.write, posix._exit, cfg["blocked_rc"],
-                         BaseException)
+    hook.__defaults__ = (hook_impl, protected, posix.write, posix._exit, cfg["blocked_rc"], BaseException)
     sys.addaudithook(hook)
 
 
 def _run(cfg):
     errfd = cfg["errfd"]
     try:
-        import builtins, types, traceback, resource
+        import builtins
+        import resource
+        import traceback
+        import types
+
         blocked = frozenset(cfg["blocked_imports"])
         for name in blocked:
             if name in sys.modules:
@@ -503,8 +502,11 @@ def _run(cfg):
         rc = 1
         x, n = e, 0
         while x is not None and n < 50:
-            if isinstance(x, ImportError) and type(x.name) is str and (
-                    x.name in blocked or x.name.rpartition(".")[2] in blocked):
+            if (
+                isinstance(x, ImportError)
+                and type(x.name) is str
+                and (x.name in blocked or x.name.rpartition(".")[2] in blocked)
+            ):
                 rc = blocked_rc
                 break
             x, n = (x.__cause__ or x.__context__), n + 1
@@ -533,11 +535,9 @@ def _run(cfg):
 
 def _entry():
     cfg = json.loads(sys.argv[2])
-    if sys.argv[1].endswith(":launch"):
-        _launch(cfg)
-    else:
-        _run(cfg)
+    _run(cfg)
     os._exit(cfg["error_rc"])
+
 
 if __name__ == "__main__":
     _entry()
