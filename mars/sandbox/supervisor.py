@@ -1,10 +1,11 @@
 """The supervisor: ``run_python(program)`` runs a program in the sandboxed child and classifies what happened.
 
-The threat model and the layers are in docs/sandbox.md.  This side spawns ``mars/sandbox/launch_stage.py`` (its text, read
-as package data, passed with ``-c`` to ``python -I -S -B``) in a session of its own, reads its output through a
-selector with a hard wall-clock deadline, keeps a few KB of head and tail of each stream, notices exit through a
-pidfd, SIGKILLs the process group (and, with a dedicated uid, every process of that uid) on timeout or exit, and
-removes the per-call temporary directory.  It never blocks on a child that closes or floods its pipes.
+The threat model and the layers are in docs/sandbox.md.  This side spawns the child's launch stage
+(``mars/sandbox/launch_stage.py``, its text read as package data and passed with ``-c`` to ``python -I -S -B``) in
+a session of its own, reads its output through a selector with a hard wall-clock deadline, keeps a few KB of head
+and tail of each stream, notices exit through a pidfd, SIGKILLs the process group (and, with a dedicated uid,
+every process of that uid) on timeout or exit, and removes the per-call temporary directory.  It never blocks on a
+child that closes or floods its pipes.
 """
 
 from __future__ import annotations
