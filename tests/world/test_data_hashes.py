@@ -17,23 +17,30 @@ from mars.world.tasks import FACTS_FAMILY, FAMILIES, few_shot_examples, make_pre
 
 def _jsonl_sha256(records: list[dict]) -> str:
     """sha256 of the jsonl file mars.data.write_jsonl writes for ``records`` (targets as build_world stores them)."""
-    text = "".join(json.dumps(dict(r, target=json.dumps(r["target"], sort_keys=True)), sort_keys=True) + "\n"
-                   for r in records)
+    text = "".join(
+        json.dumps(dict(r, target=json.dumps(r["target"], sort_keys=True)), sort_keys=True) + "\n" for r in records
+    )
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 # (train_per_family, test_per_family, pretrain_per_family) of config.yaml and configs/smoke.yaml, seed 0.
 PINNED = {
-    "config.yaml": ((400, 100, 2000), {
-        "train": "afce75f9220cec7f3b1777dc092b79dfe68a667bd9f87be1028738c2460a09a3",
-        "test": "136989b2cfa1994eaf0a316568fa7006771dc315bfd3b52e1c58e2254c32720e",
-        "pretrain": "b0f1e9f4c40b6ecaddb72e95e4ba1b93c55f2f3f338e3f75443fa32378be1c94",
-    }),
-    "configs/smoke.yaml": ((48, 4, 24), {
-        "train": "16206ef758bd9426f9eeab16ac3e058560185511614f3e86ef3e4296748b6b1f",
-        "test": "f54dd39932e07c69de538d74f19d67c4d09b5208f35b88a38c06e3351708d71d",
-        "pretrain": "4aa213300bc41d9edd0c7bb88a7d61c3fb6c1844b52e2e987367e895ee3c3534",
-    }),
+    "config.yaml": (
+        (400, 100, 2000),
+        {
+            "train": "afce75f9220cec7f3b1777dc092b79dfe68a667bd9f87be1028738c2460a09a3",
+            "test": "136989b2cfa1994eaf0a316568fa7006771dc315bfd3b52e1c58e2254c32720e",
+            "pretrain": "b0f1e9f4c40b6ecaddb72e95e4ba1b93c55f2f3f338e3f75443fa32378be1c94",
+        },
+    ),
+    "configs/smoke.yaml": (
+        (48, 4, 24),
+        {
+            "train": "16206ef758bd9426f9eeab16ac3e058560185511614f3e86ef3e4296748b6b1f",
+            "test": "f54dd39932e07c69de538d74f19d67c4d09b5208f35b88a38c06e3351708d71d",
+            "pretrain": "4aa213300bc41d9edd0c7bb88a7d61c3fb6c1844b52e2e987367e895ee3c3534",
+        },
+    ),
 }
 
 
@@ -41,8 +48,11 @@ PINNED = {
 def test_world_data_is_byte_identical_to_the_pinned_build(config):
     (n_train, n_test, n_pretrain), expected = PINNED[config]
     train, test = make_splits(n_train, n_test, seed=0)
-    got = {"train": _jsonl_sha256(train), "test": _jsonl_sha256(test),
-           "pretrain": _jsonl_sha256(make_pretrain(n_pretrain, seed=0))}
+    got = {
+        "train": _jsonl_sha256(train),
+        "test": _jsonl_sha256(test),
+        "pretrain": _jsonl_sha256(make_pretrain(n_pretrain, seed=0)),
+    }
     assert got == expected
 
 
@@ -54,8 +64,12 @@ def test_the_pins_match_the_configs_world_sections():
     root = Path(__file__).resolve().parents[2]
     for config, ((n_train, n_test, n_pretrain), _) in PINNED.items():
         world = yaml.safe_load((root / config).read_text())["world"]
-        assert (world["seed"], world["train_per_family"], world["test_per_family"],
-                world["pretrain_per_family"]) == (0, n_train, n_test, n_pretrain), config
+        assert (world["seed"], world["train_per_family"], world["test_per_family"], world["pretrain_per_family"]) == (
+            0,
+            n_train,
+            n_test,
+            n_pretrain,
+        ), config
 
 
 def test_few_shot_examples_are_byte_identical_to_the_pinned_draw():
