@@ -7,12 +7,12 @@ One file, in the spirit of gpt-fast's ``generate.py``: small functions over an e
     decode_loop(...)    prefill, then window steps until every row is finished
     generate(...)       public entry point (argument checks, method dispatch, results)
 
-The window (MARS, spec section 4)
----------------------------------
+The window (MARS, docs/method.md section 4)
+-------------------------------------------
 Logits are right-shifted: the hidden state at position t predicts token t+1. With a row's prefix of length n, the
 prediction for position n comes from the last real token (an ordinary AR prediction) and the prediction for
 position n+i from the mask token at position n+i-1. A window of B predictions therefore needs only B-1 mask tokens
-(positions n .. n+B-2). The spec's "append B masks" would add a B-th mask at n+B-1 whose output predicts position
+(positions n .. n+B-2). The paper's "append B masks" would add a B-th mask at n+B-1 whose output predicts position
 n+B, one past the window; under causal attention it influences nothing before it, so it is pure waste and is not
 appended. With tau >= 1.0 ("one-token mode") no mask is appended at all: the step is an ordinary AR step, with the
 same cost and the same tokens as greedy AR decoding.

@@ -1,4 +1,4 @@
-"""Attention masks of the dual-stream input (MARS_SPEC.md section 2 and 3).
+"""Attention masks of the dual-stream input (docs/method.md sections 1 and 2).
 
 The training input is ``[clean | noisy]``: the clean stream is the sequence x (positions 0..L-1), the noisy stream is
 a copy of x with its response tokens replaced by [MASK], again at positions 0..L-1.  Because the noisy positions

@@ -1,4 +1,4 @@
-"""The dual-stream training objective: L = L_mask + w_AR * L_AR (MARS_SPEC.md sections 2 and 3).
+"""The dual-stream training objective: L = L_mask + w_AR * L_AR (docs/method.md sections 1-3).
 
 Inputs are what TRL's SFT data pipeline produces: ``input_ids``, ``attention_mask`` and ``labels`` (the token id on
 response tokens, -100 elsewhere; unshifted).  :func:`build_dual_stream` lays out ``[clean | noisy]``;

@@ -79,6 +79,7 @@ class MARSTrainer(ARTrainer):
         self.trim_noisy_prefix = trim_noisy_prefix  # False: the dense 2L x 2L layout (benchmark reference)
         self._micro_step = (-1, 0)  # (global step, micro-batch index): seeds block-diffusion masking reproducibly
         super().__init__(*args, **kwargs)
+
     def _masking_generator(self, device) -> torch.Generator | None:
         if self.variant != "block_diffusion":
             return None

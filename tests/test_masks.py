@@ -1,4 +1,4 @@
-"""The dual-stream attention mask against a brute-force transcription of MARS_SPEC.md's rules."""
+"""The dual-stream attention mask against a brute-force transcription of the rules in docs/method.md section 2."""
 
 import pytest
 import torch

@@ -14,8 +14,8 @@ import uuid
 
 import pytest
 
-from mars import sandbox
-from mars.sandbox import SandboxResult, run_python, sandbox_processes
+from mars.sandbox import supervisor, uids
+from mars.sandbox import SandboxResult, run_python, run_tests, sandbox_processes
 
 IS_ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not IS_ROOT, reason="kernel layers need a root supervisor")
@@ -64,9 +64,11 @@ def _zombie_children() -> list[int]:
     return found
 
 
-def _assert_contained(r: SandboxResult) -> None:
+def _assert_blocked(r: SandboxResult, event: str) -> None:
+    """The audit hook refused ``event`` (its own message names it) and nothing of the sandbox is left running."""
     assert not r.passed
-    assert r.status in ("blocked", "failed"), r
+    assert r.status == "blocked" and r.returncode == 97, r
+    assert f"[mars-sandbox] blocked: {event}" in r.stderr, r
     assert _no_sandbox_processes() == []
 
 
@@ -138,17 +140,16 @@ def test_closed_pipes_and_loop_does_not_hang_caller():
 # --------------------------------------------------------------------------- processes
 def test_fork_bomb_is_contained():
     r = run_python("import os\nwhile True:\n    os.fork()\n", timeout_s=3)
-    _assert_contained(r)
-    assert r.status == "blocked"
+    _assert_blocked(r, "os.fork")
 
 
 def test_subprocess_spawn_is_contained():
     prog = "import subprocess\nsubprocess.Popen(['sleep', '30'])\nprint('SPAWNED')\n"
     r = run_python(prog, timeout_s=3)
-    _assert_contained(r)
+    _assert_blocked(r, "subprocess.Popen sleep")
     assert "SPAWNED" not in r.stdout
     r = run_python("import os\nos.system('sleep 30 &')\n", timeout_s=3)
-    _assert_contained(r)
+    _assert_blocked(r, "os.system")
 
 
 def test_kernel_refuses_fork_even_past_the_audit_hook():
@@ -163,9 +164,10 @@ def test_kernel_refuses_fork_even_past_the_audit_hook():
         "print('FORKED', pid)\n"
     )
     r = run_python(prog, timeout_s=3)
+    # The kernel is the layer under test: the hook lets the call through and fork fails with EAGAIN.
     assert "FORKED" not in r.stdout
-    _assert_contained(r)
-    assert "BlockingIOError" in r.stderr or r.status == "blocked"
+    assert r.status == "failed" and "BlockingIOError" in r.stderr and "[mars-sandbox] blocked" not in r.stderr, r
+    assert _no_sandbox_processes() == []
 
 
 def test_threads_cannot_be_started():
@@ -274,8 +276,9 @@ def test_unaudited_mkfifo_lands_in_private_tmp():
     # os.mkfifo raises no audit event: only the private /tmp mount contains it.
     target = f"/tmp/mars_sandbox_fifo_{uuid.uuid4().hex}"
     r = run_python(f"import os\nos.mkfifo({target!r})\nprint(os.path.exists({target!r}))")
+    # The fifo exists inside the child's /tmp (a private tmpfs) and not in the host's.
+    assert r.passed and r.stdout == "True\n", r
     assert not os.path.lexists(target)
-    assert r.stdout.strip() in ("True", "")
 
 
 # --------------------------------------------------------------------------- network
@@ -323,8 +326,14 @@ def test_environment_secrets_are_not_visible(monkeypatch):
     )
     r = run_python(prog)
     assert "s3cr3t" not in r.stdout and "s3cr3t" not in r.stderr
-    assert "MARS_TEST_SECRET" not in r.stdout
-    assert not r.passed or "s3cr3t" not in r.stdout
+    env_line, self_environ = r.stdout.splitlines()
+    # The child's environment is the sandbox's own minimal dict, not a filtered copy of the caller's ...
+    assert set(ast.literal_eval(env_line)) == {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONHASHSEED",
+                                               "PYTHONDONTWRITEBYTECODE", "OPENBLAS_NUM_THREADS",
+                                               "OMP_NUM_THREADS", "MKL_NUM_THREADS"}
+    assert self_environ.startswith("/proc/self/environ b'PATH=/usr/bin:/bin")
+    # ... and reading the supervisor's environment ends the program (it never gets to print it).
+    assert r.status == "blocked" and f"/proc/{os.getpid()}/environ (another process)" in r.stderr, r
 
 
 @root_only
@@ -386,7 +395,7 @@ def test_hook_functions_do_no_global_or_closure_lookups():
     # defaults), so that user code cannot influence it via builtins/globals
     # or writable closure cells.
     ns = {"__name__": "not_main"}
-    exec(compile(sandbox._CHILD_SOURCE, "<child>", "exec"), ns)
+    exec(compile(supervisor.stage_source("run_stage.py"), "<run_stage>", "exec"), ns)
     nested = [c for c in ns["_install_hook"].__code__.co_consts
               if isinstance(c, types.CodeType) and c.co_name != "<genexpr>"]
     assert {c.co_name for c in nested} >= {"hook", "hook_impl", "on_open", "realpath", "deny"}
@@ -463,7 +472,7 @@ def test_polling_fallback_without_pidfd(monkeypatch):
     def no_pidfd(pid):
         raise OSError("pidfd_open unavailable")
 
-    monkeypatch.setattr(sandbox.os, "pidfd_open", no_pidfd)
+    monkeypatch.setattr(supervisor.os, "pidfd_open", no_pidfd)
     assert run_python("print('ok')").stdout == "ok\n"
     t0 = time.monotonic()
     assert run_python("while True:\n    pass\n", timeout_s=1).status == "timeout"
@@ -473,11 +482,38 @@ def test_polling_fallback_without_pidfd(monkeypatch):
 
 @root_only
 def test_nobody_fallback_when_dedicated_uids_are_unavailable(monkeypatch):
-    monkeypatch.setattr(sandbox, "_dedicated_uids_possible", lambda: False)
+    monkeypatch.setattr(uids, "dedicated_uids_possible", lambda: False)
     r = run_python("import os\nprint(os.getuid())")
-    assert r.passed and r.stdout.strip() == str(sandbox._NOBODY), r
-    _assert_contained(run_python("import os\nwhile True:\n    os.fork()\n"))
+    assert r.passed and r.stdout.strip() == str(uids.NOBODY), r
+    _assert_blocked(run_python("import os\nwhile True:\n    os.fork()\n"), "os.fork")
     # RLIMIT_NPROC cannot be 1 on a shared uid, so the unaudited fork path is
     # closed at import time instead.
     r = run_python("import _posixsubprocess\nprint('LOADED')")
     assert r.status == "blocked" and "LOADED" not in r.stdout
+
+
+# --------------------------------------------------------------------------- run_tests (HumanEval scoring)
+def test_run_tests_passes_only_code_that_satisfies_its_tests():
+    code = "def add(a, b):\n    return a + b\n"
+    assert run_tests(code, "assert add(2, 3) == 5") is True
+    assert run_tests(code, "assert add(2, 3) == 6") is False
+    assert run_tests("def add(a, b) return a", "assert add(2, 3) == 5") is False  # syntax error
+    assert run_tests("while True:\n    pass\n", "assert True", timeout_s=1) is False
+
+
+def test_run_tests_refuses_an_exit_before_the_tests():
+    # Each of these exits 0 (a "passed" run_python) without ever running the assert that would fail.
+    for cheat in ("import sys\nsys.exit(0)", "import os\nos._exit(0)", "raise SystemExit"):
+        assert run_python(cheat + "\nassert False\n").passed
+        assert run_tests(cheat, "assert False") is False
+    # Printing something that looks like the marker does not help either: it is drawn per call.
+    assert run_tests("print('tests-done-0123456789abcdef')\nimport sys\nsys.exit(0)", "assert False") is False
+
+
+def test_paper_humaneval_metric_is_the_mean_of_run_tests():
+    from mars.eval_tasks.hooks import sandboxed_pass_at_1
+
+    refs = ["assert f() == 1", "assert f() == 1", "assert f() == 1", "assert f() == 1"]
+    preds = [["def f():\n    return 1\n"], ["def f():\n    return 2\n"], ["import sys\nsys.exit(0)\n"], []]
+    assert sandboxed_pass_at_1(refs, preds) == {"pass@1": 0.25}
+    assert sandboxed_pass_at_1([], []) == {"pass@1": 0.0}

@@ -19,7 +19,8 @@ prompts fit the tiny 256-token SFT length; ``fewshot_split: train``, sampler ``f
 full chain of thought); everything else 0-shot.  Stop strings: ``<|im_end|>`` (the harness adds the model's EOS
 text as well); greedy; ``max_gen_toks`` 256 (the CLI overrides it through ``gen_kwargs``).
 
-Metrics (``process_results`` -> :func:`mars.world.tasks.score`), mirroring the real benchmarks:
+Metrics (each family's ``metrics`` in the registry of :mod:`mars.world.tasks`, per-document values from
+:func:`hooks.process_results`), mirroring the real benchmarks:
 
     tiny_ifeval     prompt_level_strict_acc (mean), inst_level_strict_acc (mean over ALL instructions: the
                     per-document value is the list of per-instruction pass flags, as in IFEval)
@@ -46,7 +47,7 @@ from typing import Any
 import yaml
 
 from mars.config import ConfigError
-from mars.world.tasks import BBH_SUBTASKS, FAMILIES
+from mars.world.tasks import BBH_SUBTASKS, FAMILIES, REGISTRY
 
 TINY_PREFIX = "tiny_"
 TINY_GROUP = "tiny"
@@ -68,23 +69,12 @@ PAPER_FEWSHOT: dict[str, int] = {"ifeval": 0, "bbh": 3, "mmlu_pro": 0, "gpqa": 0
 FEWSHOT: dict[str, int] = {"bbh": 1}  # tiny: 1-shot, so prompts fit the 256-token SFT length
 
 # the headline metric of each family (key in the result's "metrics")
-PRIMARY_METRIC: dict[str, str] = {
-    "ifeval": "prompt_level_strict_acc", "bbh": "exact_match", "mmlu_pro": "exact_match", "gpqa": "exact_match",
-    "gsm8k": "exact_match", "humaneval": "pass@1",
-}
+PRIMARY_METRIC: dict[str, str] = {family: REGISTRY[family].primary_metric for family in FAMILIES}
 PAPER_PRIMARY_METRIC: dict[str, str] = {
     "ifeval": "prompt_level_strict_acc", "bbh": "exact_match,get-answer", "mmlu_pro": "exact_match,custom-extract",
     "gpqa": "exact_match,flexible-extract", "gsm8k": "exact_match,flexible-extract", "humaneval": "pass@1,create_test",
 }
 
-_METRICS: dict[str, list[tuple[str, str]]] = {  # family -> [(metric, aggregation)]
-    "ifeval": [("prompt_level_strict_acc", "mean"), ("inst_level_strict_acc", "fn:agg_inst_level_acc")],
-    "bbh": [("exact_match", "mean")],
-    "mmlu_pro": [("exact_match", "mean")],
-    "gpqa": [("exact_match", "mean")],
-    "gsm8k": [("exact_match", "mean"), ("exact_match_flexible", "mean")],
-    "humaneval": [("pass@1", "mean")],
-}
 _HOOKS = "mars.eval_tasks.hooks"
 
 
@@ -150,13 +140,19 @@ def _fn(name: str) -> _Function:
     return _Function(f"{_HOOKS}.{name}")
 
 
+def _aggregation(aggregation: Any) -> str | _Function:
+    """lm-eval's name of a built-in aggregation ("mean"), or a ``!function`` reference to the family's own."""
+    if isinstance(aggregation, str):
+        return aggregation
+    return _Function(f"{aggregation.__module__}.{aggregation.__qualname__}")
+
+
 def task_config(family: str, data_dir: str | Path, *, name: str | None = None, subtask: str | None = None,
                 max_gen_toks: int = DEFAULT_MAX_GEN_TOKS) -> dict[str, Any]:
     """The lm-eval config dict of one tiny task (``!function`` values are :class:`_Function` strings)."""
     metric_list = []
-    for metric, agg in _METRICS[family]:
-        aggregation = _fn(agg[3:]) if agg.startswith("fn:") else agg
-        metric_list.append({"metric": metric, "aggregation": aggregation, "higher_is_better": True})
+    for metric, aggregation in REGISTRY[family].metrics:
+        metric_list.append({"metric": metric, "aggregation": _aggregation(aggregation), "higher_is_better": True})
     cfg: dict[str, Any] = {
         "task": name or f"{TINY_PREFIX}{family}",
         "custom_dataset": _fn("load_split"),
@@ -165,7 +161,7 @@ def task_config(family: str, data_dir: str | Path, *, name: str | None = None, s
         "test_split": "test",
         "doc_to_text": "prompt",
         "doc_to_target": "response",
-        "process_results": _fn(f"process_results_{family}"),
+        "process_results": _fn("process_results"),
         "metric_list": metric_list,
         "generation_kwargs": {"until": [STOP], "do_sample": False, "temperature": 0.0, "max_gen_toks": max_gen_toks},
         "num_fewshot": FEWSHOT.get(family, 0),

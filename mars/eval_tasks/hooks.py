@@ -4,8 +4,7 @@ Every function here is importable as ``mars.eval_tasks.hooks.<name>``, so the ge
 ``utils.py`` of its own and the YAMLs work from any current directory.
 
     load_split(data_dir, family, subtask)    ``custom_dataset``: DatasetDict {"train", "test"} of one family
-    process_results_<family>(doc, results)   per-document metrics through ``mars.world.tasks.score``
-    agg_inst_level_acc(items)                IFEval's instruction-level aggregation (true mean over instructions)
+    process_results(doc, results)            per-document metrics of the doc's family (mars.world.tasks registry)
     sandboxed_pass_at_1(references, predictions, k)
                                              pass@1 metric for the paper profile's ``humaneval_instruct``: the
                                              harness's own metric runs model code unsandboxed; this one goes
@@ -79,63 +78,12 @@ def _completion(results: list) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _score(family: str, doc: dict, results: list) -> dict[str, float]:
-    from mars.world.tasks import score
+def process_results(doc: dict, results: list) -> dict:
+    """Per-document metrics of every tiny task: the doc's family (from the registry of mars.world.tasks) scores the
+    completion against the doc's target; the values are what that family's lm-eval metrics aggregate."""
+    from mars.world.tasks import family
 
-    return score(family, _completion(results), decode_target(doc))
-
-
-def process_results_ifeval(doc: dict, results: list) -> dict:
-    """prompt-level strict accuracy, and the per-instruction pass flags (in the order of the doc's
-    ``instruction_id_list``), aggregated over all instructions by :func:`agg_inst_level_acc` as IFEval does."""
-    from mars.world.tasks import check_instruction
-
-    m = _score("ifeval", doc, results)
-    passed, total = int(m["inst_passed"]), int(m["inst_total"])
-    target = decode_target(doc)
-    insts = list(target.get("instruction_id_list") or [])
-    kwargs = list(target.get("kwargs") or [{} for _ in insts])
-    flags = [bool(check_instruction(i, _completion(results), kw)) for i, kw in zip(insts, kwargs)]
-    if len(flags) != total or sum(flags) != passed:  # keep score()'s numbers authoritative
-        flags = [True] * passed + [False] * (total - passed)
-    return {"prompt_level_strict_acc": m["prompt_level_strict_acc"], "inst_level_strict_acc": flags}
-
-
-def agg_inst_level_acc(items: list) -> float:
-    """Mean over all instructions of all prompts (IFEval's ``agg_inst_level_acc``)."""
-    flat = [bool(x) for item in items for x in (item if isinstance(item, (list, tuple)) else [item])]
-    return sum(flat) / len(flat) if flat else 0.0
-
-
-def process_results_bbh(doc: dict, results: list) -> dict:
-    return {"exact_match": _score("bbh", doc, results)["exact_match"]}
-
-
-def process_results_mmlu_pro(doc: dict, results: list) -> dict:
-    return {"exact_match": _score("mmlu_pro", doc, results)["exact_match"]}
-
-
-def process_results_gpqa(doc: dict, results: list) -> dict:
-    return {"exact_match": _score("gpqa", doc, results)["exact_match"]}
-
-
-def process_results_gsm8k(doc: dict, results: list) -> dict:
-    m = _score("gsm8k", doc, results)
-    return {"exact_match": m["exact_match"], "exact_match_flexible": m["exact_match_flexible"]}
-
-
-def process_results_humaneval(doc: dict, results: list) -> dict:
-    return {"pass@1": _score("humaneval", doc, results)["pass@1"]}
-
-
-PROCESS_RESULTS = {
-    "ifeval": process_results_ifeval,
-    "bbh": process_results_bbh,
-    "mmlu_pro": process_results_mmlu_pro,
-    "gpqa": process_results_gpqa,
-    "gsm8k": process_results_gsm8k,
-    "humaneval": process_results_humaneval,
-}
+    return family(doc["family"]).lm_eval_results(_completion(results), decode_target(doc))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -151,23 +99,11 @@ def humaneval_instruct_predictions(resps: list[list[str]], docs: list[dict]) -> 
 
 
 def sandboxed_pass_at_1(references: list[str], predictions: list[list[str]], k: Any = None) -> dict[str, float]:
-    """pass@1 of the first prediction of each reference (``test`` + ``check(entry_point)``), run in the sandbox.
-
-    As in ``mars.world.tasks``: the run counts only if it prints a fresh random marker after the tests (a program
-    that exits 0 before the asserts does not pass)."""
-    import secrets
-
-    from mars.sandbox import run_python
+    """pass@1 of the first prediction of each reference (``test`` + ``check(entry_point)``), run in the sandbox
+    through :func:`mars.sandbox.run_tests`, as the tiny humaneval scorer does."""
+    from mars.sandbox import run_tests
     from mars.world.tasks import HUMANEVAL_TIMEOUT_S
 
-    passed = []
-    for ref, preds in zip(references, predictions):
-        marker = "tests-done-" + secrets.token_hex(8)
-        program = (preds[0] if preds else "") + "\n\n" + ref + f"\nprint({marker!r})\n"
-        try:
-            result = run_python(program, timeout_s=HUMANEVAL_TIMEOUT_S)
-            ok = bool(getattr(result, "passed", False)) and marker in (getattr(result, "stdout", "") or "")
-        except Exception:
-            ok = False
-        passed.append(float(ok))
+    passed = [float(run_tests(preds[0] if preds else "", ref, timeout_s=HUMANEVAL_TIMEOUT_S))
+              for ref, preds in zip(references, predictions)]
     return {"pass@1": sum(passed) / len(passed) if passed else 0.0}
