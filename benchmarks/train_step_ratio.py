@@ -39,8 +39,9 @@ VARIANTS = {
 def trainer_for(fields: dict, init: Path, data: Path, work: Path, batch_size: int):
     fields = dict(fields)
     dense = fields.pop("dense", False)
-    spec = TrainSpec(init="world", learning_rate=1e-4, batch_size=batch_size, max_length=256, epochs=1,
-                     **{"w_ar": 1.0, **fields})
+    spec = TrainSpec(
+        init="world", learning_rate=1e-4, batch_size=batch_size, max_length=256, epochs=1, **{"w_ar": 1.0, **fields}
+    )
     model, tokenizer = load_init(str(init), spec)
     dataset = build_dataset(load_records(data, "train"), tokenizer, spec)
     trainer = make_trainer(spec, model, tokenizer, dataset, work)
@@ -91,17 +92,31 @@ def main() -> None:
             for name, trainer in others.items():
                 times[name].append(timed_step(trainer, dict(batch)))
     ar_median = statistics.median(times["ar"])
-    rows = {name: {"median_step_s": statistics.median(t), "ratio_vs_ar": statistics.median(t) / ar_median}
-            for name, t in times.items()}
+    rows = {
+        name: {"median_step_s": statistics.median(t), "ratio_vs_ar": statistics.median(t) / ar_median}
+        for name, t in times.items()
+    }
     tokens = statistics.mean(float(b["attention_mask"].sum()) / b["attention_mask"].shape[0] for b in batches)
-    print(f"machine: {platform.processor() or platform.machine()}, torch threads {args.threads}, "
-          f"batch {args.batch_size}, mean sequence {tokens:.0f} tokens, {args.batches}x{args.reps} steps each")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, torch threads {args.threads}, "
+        f"batch {args.batch_size}, mean sequence {tokens:.0f} tokens, {args.batches}x{args.reps} steps each"
+    )
     print(f"{'setting':22s} {'step (s)':>9s} {'vs AR':>7s}")
     for name, row in rows.items():
         print(f"{name:22s} {row['median_step_s']:9.4f} {row['ratio_vs_ar']:6.2f}x")
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "batch_size": args.batch_size, "threads": args.threads,
-                                         "python": sys.version.split()[0], "torch": torch.__version__}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "rows": rows,
+                    "batch_size": args.batch_size,
+                    "threads": args.threads,
+                    "python": sys.version.split()[0],
+                    "torch": torch.__version__,
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

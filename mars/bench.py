@@ -34,18 +34,24 @@ from tqdm.auto import tqdm
 
 from mars.config import ConfigError
 from mars.data import load_records
-from mars.fileio import write_json_atomic, write_text_atomic
 from mars.decoding import KVCache, _Row, generate, window_forward
+from mars.fileio import write_json_atomic, write_text_atomic
 from mars.generation import encode_prompts, load_model, trained_block_size
 
 
 def machine_info() -> dict:
     import transformers
 
-    return {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+    return {
+        "machine": platform.machine(),
+        "processor": platform.processor(),
+        "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+    }
 
 
 class Runner:
@@ -65,10 +71,20 @@ class Runner:
         start = time.perf_counter()
         for batch in self.batches(batch_size):
             stats: dict = {}
-            outs = generate(self.model, batch, method="mars", block_size=self.block_size, tau=tau, cache=cache,
-                            cache_block_size=cache_block_size, max_new_tokens=self.max_new,
-                            eos_token_ids=[self.eos], pad_token_id=self.pad, mask_token_id=self.tok.mask_token_id,
-                            stats=stats)
+            outs = generate(
+                self.model,
+                batch,
+                method="mars",
+                block_size=self.block_size,
+                tau=tau,
+                cache=cache,
+                cache_block_size=cache_block_size,
+                max_new_tokens=self.max_new,
+                eos_token_ids=[self.eos],
+                pad_token_id=self.pad,
+                mask_token_id=self.tok.mask_token_id,
+                stats=stats,
+            )
             tokens += sum(len(o.token_ids) for o in outs)
             forwards += sum(o.forwards for o in outs)
         return time.perf_counter() - start, tokens, forwards
@@ -78,9 +94,15 @@ class Runner:
         ids = torch.tensor([[self.pad] * (width - len(p)) + p for p in batch])
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch])
         with torch.inference_mode():
-            out = self.model.generate(input_ids=ids, attention_mask=mask, do_sample=False,
-                                      max_new_tokens=self.max_new, eos_token_id=self.eos, pad_token_id=self.pad,
-                                      **kwargs)
+            out = self.model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                do_sample=False,
+                max_new_tokens=self.max_new,
+                eos_token_id=self.eos,
+                pad_token_id=self.pad,
+                **kwargs,
+            )
         generated = out[:, width:]
         count = 0
         for row in generated.tolist():
@@ -104,16 +126,19 @@ class Runner:
         return time.perf_counter() - start, tokens, None
 
 
-def forward_costs(model, prompts: list[list[int]], batch_size: int, window: int, mask_id: int, pad_id: int,
-                  reps: int) -> tuple[float, float]:
+def forward_costs(
+    model, prompts: list[list[int]], batch_size: int, window: int, mask_id: int, pad_id: int, reps: int
+) -> tuple[float, float]:
     """Median seconds of one cached forward of 1 token and of ``window`` tokens per row, same batch and context."""
     batch = prompts[:batch_size]
     times = {1: [], window: []}
     with torch.inference_mode():
         for _ in range(reps + 1):
             for width in (1, window):
-                rows = [_Row(index=i, tokens=list(p), n_prompt=len(p), budget=10**6, uncached=list(p))
-                        for i, p in enumerate(batch)]
+                rows = [
+                    _Row(index=i, tokens=list(p), n_prompt=len(p), budget=10**6, uncached=list(p))
+                    for i, p in enumerate(batch)
+                ]
                 kv = KVCache(model, len(rows), next(model.parameters()).device)
                 _, valid = window_forward(model, kv, rows, torch.zeros(len(rows), 0, dtype=torch.long), pad_id)
                 kv.commit(valid, keep=valid.shape[1])
@@ -127,9 +152,23 @@ def forward_costs(model, prompts: list[list[int]], batch_size: int, window: int,
     return statistics.median(times[1][1:]), statistics.median(times[window][1:])
 
 
-def run_bench(model_path: str, data_dir: str, out_dir: str, *, batch_sizes, num_prompts: int, tau: float,
-              cache_block_sizes, reps: int, max_new_tokens: int, family: str = "gsm8k", threads: int = 0,
-              block_size: int = 0, experiment: str | None = None, results_dir: str = "results") -> list[dict]:
+def run_bench(
+    model_path: str,
+    data_dir: str,
+    out_dir: str,
+    *,
+    batch_sizes,
+    num_prompts: int,
+    tau: float,
+    cache_block_sizes,
+    reps: int,
+    max_new_tokens: int,
+    family: str = "gsm8k",
+    threads: int = 0,
+    block_size: int = 0,
+    experiment: str | None = None,
+    results_dir: str = "results",
+) -> list[dict]:
     """The benchmark (module docstring); its settings' defaults are the config schema's (``bench`` section)."""
     if threads:
         torch.set_num_threads(threads)
@@ -150,8 +189,10 @@ def run_bench(model_path: str, data_dir: str, out_dir: str, *, batch_sizes, num_
         "ar_hf_kv": lambda b: runner.hf_greedy(b),
         "mars_tau1": lambda b: runner.ours(b, tau=1.0, cache="cursor"),
         "mars_none": lambda b: runner.ours(b, tau=tau, cache="none"),
-        **{f"mars_block_{c}": (lambda b, c=c: runner.ours(b, tau=tau, cache="block", cache_block_size=c))
-           for c in cache_block_sizes},
+        **{
+            f"mars_block_{c}": (lambda b, c=c: runner.ours(b, tau=tau, cache="block", cache_block_size=c))
+            for c in cache_block_sizes
+        },
         "mars_cursor": lambda b: runner.ours(b, tau=tau, cache="cursor"),
         "prompt_lookup": lambda b: runner.prompt_lookup(b),
     }
@@ -162,7 +203,7 @@ def run_bench(model_path: str, data_dir: str, out_dir: str, *, batch_sizes, num_
         measured = {name: [] for name in settings}
         names = list(settings)
         for rep in range(reps + 1):  # rep 0 is the warm-up
-            for name in names[rep % len(names):] + names[: rep % len(names)]:
+            for name in names[rep % len(names) :] + names[: rep % len(names)]:
                 seconds, tokens, forwards = settings[name](batch_size)
                 if rep:
                     measured[name].append((seconds, tokens, forwards))
@@ -174,28 +215,66 @@ def run_bench(model_path: str, data_dir: str, out_dir: str, *, batch_sizes, num_
             tokens = runs[0][1]
             tps = statistics.median(r[1] / r[0] for r in runs)
             forwards = runs[0][2]
-            rows.append({"batch_size": batch_size, "setting": name, "tokens": tokens, "time_s": seconds,
-                         "tokens_per_s": tps, "speedup_vs_ar_kv": tps / ar_tps, "time_vs_ar_kv": seconds / ar_seconds,
-                         "tokens_per_forward": tokens / forwards if forwards else None})
+            rows.append(
+                {
+                    "batch_size": batch_size,
+                    "setting": name,
+                    "tokens": tokens,
+                    "time_s": seconds,
+                    "tokens_per_s": tps,
+                    "speedup_vs_ar_kv": tps / ar_tps,
+                    "time_vs_ar_kv": seconds / ar_seconds,
+                    "tokens_per_forward": tokens / forwards if forwards else None,
+                }
+            )
         cursor = next(r for r in rows if r["batch_size"] == batch_size and r["setting"] == "mars_cursor")
         window = math.ceil(cursor["tokens_per_forward"]) + block_size - 1
-        t1, tw = forward_costs(model, prompts, batch_size, window, tokenizer.mask_token_id, tokenizer.pad_token_id,
-                               reps=max(5, reps))
+        t1, tw = forward_costs(
+            model, prompts, batch_size, window, tokenizer.mask_token_id, tokenizer.pad_token_id, reps=max(5, reps)
+        )
         ideal = cursor["tokens_per_forward"] * t1 / tw
-        cursor.update({"t_1token_s": t1, "t_window_s": tw, "window_tokens": window, "ideal_speedup": ideal,
-                       "decode_efficiency": cursor["speedup_vs_ar_kv"] / ideal})
+        cursor.update(
+            {
+                "t_1token_s": t1,
+                "t_window_s": tw,
+                "window_tokens": window,
+                "ideal_speedup": ideal,
+                "decode_efficiency": cursor["speedup_vs_ar_kv"] / ideal,
+            }
+        )
     bar.close()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    fields = ["batch_size", "setting", "tokens", "time_s", "tokens_per_s", "speedup_vs_ar_kv", "time_vs_ar_kv",
-              "tokens_per_forward", "t_1token_s", "t_window_s", "window_tokens", "ideal_speedup", "decode_efficiency"]
+    fields = [
+        "batch_size",
+        "setting",
+        "tokens",
+        "time_s",
+        "tokens_per_s",
+        "speedup_vs_ar_kv",
+        "time_vs_ar_kv",
+        "tokens_per_forward",
+        "t_1token_s",
+        "t_window_s",
+        "window_tokens",
+        "ideal_speedup",
+        "decode_efficiency",
+    ]
     table = io.StringIO(newline="")
     writer = csv.DictWriter(table, fieldnames=fields)
     writer.writeheader()
     writer.writerows(rows)
-    meta = {"model": str(model_path), "tau": tau, "block_size": block_size, "num_prompts": len(prompts),
-            "max_new_tokens": max_new_tokens, "reps": reps, "family": family, "machine": machine_info(),
-            "rows": rows}
+    meta = {
+        "model": str(model_path),
+        "tau": tau,
+        "block_size": block_size,
+        "num_prompts": len(prompts),
+        "max_new_tokens": max_new_tokens,
+        "reps": reps,
+        "family": family,
+        "machine": machine_info(),
+        "rows": rows,
+    }
     write_json_atomic(out / "bench.json", meta)
     write_text_atomic(out / "bench.csv", table.getvalue())
     log_bench(model_path, out, rows, meta, experiment, results_dir)
@@ -209,13 +288,26 @@ def log_bench(model_path, out: Path, rows: list[dict], meta: dict, experiment: s
     run_config = Path(model_path) / "run_config.json"
     trained = json.loads(run_config.read_text()) if run_config.is_file() else {}
     params = {k: v for k, v in meta.items() if k not in ("rows", "machine")}
-    tags = {"kind": "bench", "rule": "bench", "model": Path(model_path).name,
-            "trained_run_id": str(trained.get("mlflow_run_id"))}
-    with mlflow_run(experiment or trained.get("experiment", "mars-bench"), f"bench/{Path(model_path).name}",
-                    results_dir=results_dir, tags=tags, params=params) as mlflow:
+    tags = {
+        "kind": "bench",
+        "rule": "bench",
+        "model": Path(model_path).name,
+        "trained_run_id": str(trained.get("mlflow_run_id")),
+    }
+    with mlflow_run(
+        experiment or trained.get("experiment", "mars-bench"),
+        f"bench/{Path(model_path).name}",
+        results_dir=results_dir,
+        tags=tags,
+        params=params,
+    ) as mlflow:
         for r in rows:
-            log_metrics({f"{r['setting']}_b{r['batch_size']}_{k}": r[k] for k in
-                         ("tokens_per_s", "speedup_vs_ar_kv", "tokens_per_forward", "decode_efficiency")
-                         if r.get(k) is not None})
+            log_metrics(
+                {
+                    f"{r['setting']}_b{r['batch_size']}_{k}": r[k]
+                    for k in ("tokens_per_s", "speedup_vs_ar_kv", "tokens_per_forward", "decode_efficiency")
+                    if r.get(k) is not None
+                }
+            )
         mlflow.log_artifact(str(out / "bench.csv"))
         mlflow.log_artifact(str(out / "bench.json"))

@@ -56,8 +56,11 @@ def _train(args) -> None:
     from mars.train import train
 
     _one_source(args, ("config", "model"))
-    job = parse_job(args.job, ("model", "spec", "mask_token", "experiment")) if args.job else train_job(
-        load_config(args.config), args.model)
+    job = (
+        parse_job(args.job, ("model", "spec", "mask_token", "experiment"))
+        if args.job
+        else train_job(load_config(args.config), args.model)
+    )
     names = {f.name for f in fields(TrainSpec)}
     unknown = sorted(set(job.get("spec", {})) - names)
     if unknown or "spec" not in job or "model" not in job:
@@ -67,16 +70,29 @@ def _train(args) -> None:
     except TypeError as exc:
         raise ConfigError(f"--job spec: {exc}") from None
     check_spec(spec, f"models.{job['model']}")
-    metrics = train(spec, init=args.init, data_dir=args.data, output=args.output,
-                    experiment=job.get("experiment") or "default", run_name=job["model"],
-                    results_dir=args.results_dir or DEFAULT_RESULTS_DIR, mask_token=job.get("mask_token"),
-                    tags={"model": job["model"], **_tags(args.tag)})
+    metrics = train(
+        spec,
+        init=args.init,
+        data_dir=args.data,
+        output=args.output,
+        experiment=job.get("experiment") or "default",
+        run_name=job["model"],
+        results_dir=args.results_dir or DEFAULT_RESULTS_DIR,
+        mask_token=job.get("mask_token"),
+        tags={"model": job["model"], **_tags(args.tag)},
+    )
     print(json.dumps(metrics, indent=2, default=str))
 
 
 def _generate(args) -> None:
-    from mars.generation import (check_decoding_args, generate_text, load_model, render_chunks, to_json,
-                                 trained_block_size)
+    from mars.generation import (
+        check_decoding_args,
+        generate_text,
+        load_model,
+        render_chunks,
+        to_json,
+        trained_block_size,
+    )
 
     prompts = list(args.prompt)
     if args.prompts_file:
@@ -93,10 +109,21 @@ def _generate(args) -> None:
     model, tokenizer = load_model(args.model)
     if args.threads:
         torch.set_num_threads(args.threads)
-    outs = generate_text(model, tokenizer, prompts, batch_size=args.batch_size, progress=True, method=args.method,
-                         block_size=block_size, tau=args.tau, cache=args.cache,
-                         cache_block_size=args.cache_block_size, metric=args.metric,
-                         max_new_tokens=args.max_new_tokens, stop=args.stop)
+    outs = generate_text(
+        model,
+        tokenizer,
+        prompts,
+        batch_size=args.batch_size,
+        progress=True,
+        method=args.method,
+        block_size=block_size,
+        tau=args.tau,
+        cache=args.cache,
+        cache_block_size=args.cache_block_size,
+        metric=args.metric,
+        max_new_tokens=args.max_new_tokens,
+        stop=args.stop,
+    )
     if args.json:
         print(json.dumps(to_json(outs), indent=2))
         return
@@ -104,8 +131,10 @@ def _generate(args) -> None:
     for out in outs:
         print(f"### {out.prompt}")
         print(render_chunks(out, color) if args.show_chunks else out.text)
-        print(f"--- {len(out.token_ids)} tokens, {out.forwards} forwards, "
-              f"{out.tokens_per_forward:.2f} tokens per forward\n")
+        print(
+            f"--- {len(out.token_ids)} tokens, {out.forwards} forwards, "
+            f"{out.tokens_per_forward:.2f} tokens per forward\n"
+        )
 
 
 def _ints(text: str) -> list[int]:
@@ -118,8 +147,16 @@ def _ints(text: str) -> list[int]:
     return values
 
 
-BENCH_SETTINGS = ("batch_sizes", "cache_block_sizes", "num_prompts", "tau", "reps", "max_new_tokens", "block_size",
-                  "experiment")
+BENCH_SETTINGS = (
+    "batch_sizes",
+    "cache_block_sizes",
+    "num_prompts",
+    "tau",
+    "reps",
+    "max_new_tokens",
+    "block_size",
+    "experiment",
+)
 
 
 def _bench(args) -> None:
@@ -132,28 +169,41 @@ def _bench(args) -> None:
     for key in BENCH_SETTINGS:
         if getattr(args, key, None) is not None:
             settings[key] = _ints(getattr(args, key)) if key.endswith("_sizes") else getattr(args, key)
-    rows = run_bench(args.model, args.data, args.output, threads=args.threads or 0,
-                     results_dir=args.results_dir or DEFAULT_RESULTS_DIR, **settings)
+    rows = run_bench(
+        args.model,
+        args.data,
+        args.output,
+        threads=args.threads or 0,
+        results_dir=args.results_dir or DEFAULT_RESULTS_DIR,
+        **settings,
+    )
     print(f"{'batch':>5} {'setting':16s} {'tok/s':>8} {'speed-up':>8} {'TPF':>5} {'efficiency':>10}")
     for r in rows:
         tpf = f"{r['tokens_per_forward']:.2f}" if r["tokens_per_forward"] else "  -"
         eff = f"{r['decode_efficiency']:.2f}" if r.get("decode_efficiency") else ""
-        print(f"{r['batch_size']:5d} {r['setting']:16s} {r['tokens_per_s']:8.1f} {r['speedup_vs_ar_kv']:7.2f}x "
-              f"{tpf:>5} {eff:>10}")
+        print(
+            f"{r['batch_size']:5d} {r['setting']:16s} {r['tokens_per_s']:8.1f} {r['speedup_vs_ar_kv']:7.2f}x "
+            f"{tpf:>5} {eff:>10}"
+        )
 
 
 def _log_report(experiment: str, results_dir: str, name: str, paths: list) -> None:
     """Tables and figures are MLflow artifacts of one run per report item, in the config's experiment."""
     from mars.tracking import mlflow_run
 
-    with mlflow_run(experiment, f"report-{name}", results_dir=results_dir,
-                    tags={"kind": "report", "rule": "report", "item": name}) as ml:
+    with mlflow_run(
+        experiment, f"report-{name}", results_dir=results_dir, tags={"kind": "report", "rule": "report", "item": name}
+    ) as ml:
         for path in paths:
             ml.log_artifact(str(path))
 
 
-FIGURES = {"fig1": "mars.report.fig1", "fig3": "mars.report.fig3", "fig6": "mars.report.fig6",
-           "wallclock": "mars.report.fig_wallclock"}
+FIGURES = {
+    "fig1": "mars.report.fig1",
+    "fig3": "mars.report.fig3",
+    "fig6": "mars.report.fig6",
+    "wallclock": "mars.report.fig_wallclock",
+}
 
 
 def _report(args) -> None:
@@ -174,11 +224,15 @@ def _report(args) -> None:
         frame = make_table(job, args.results, args.output, inputs=args.inputs or None, bench_csv=args.bench)
         print(frame.round(2).to_string(index=False))
         out = Path(args.output)
-        _log_report(job["experiment"], results_dir, job["table"], [out, out.with_suffix(".md"),
-                                                                    out.with_suffix(".tex")])
+        _log_report(
+            job["experiment"], results_dir, job["table"], [out, out.with_suffix(".md"), out.with_suffix(".tex")]
+        )
         return
-    job = parse_job(args.job, ("figure", "experiment")) if args.job else {
-        "figure": args.name, "experiment": load_config(args.config)["name"]}
+    job = (
+        parse_job(args.job, ("figure", "experiment"))
+        if args.job
+        else {"figure": args.name, "experiment": load_config(args.config)["name"]}
+    )
     name = job.get("figure")
     if name not in FIGURES:
         raise ConfigError(f"unknown figure {name!r}; expected one of {', '.join(FIGURES)}")
@@ -203,8 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     job_help = "the job's settings as a JSON object (what the pipeline passes), instead of --config"
 
-    world = commands.add_parser("world", help="build the world folder: tiny (data, tokenizer, initial model) or hf "
-                                              "(SFT data)")
+    world = commands.add_parser(
+        "world", help="build the world folder: tiny (data, tokenizer, initial model) or hf (SFT data)"
+    )
     world.add_argument("--config", help="config file whose world section to build")
     world.add_argument("--job", help="the world section as JSON")
     world.add_argument("--output", required=True, help="folder to create")
@@ -240,8 +295,11 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--json", action="store_true", help="print the results as JSON")
     gen.set_defaults(run=_generate)
 
-    bench = commands.add_parser("bench", help="wall-clock benchmark (Table 5): AR vs MARS caches vs prompt lookup; "
-                                              "unset settings take the config schema's bench defaults")
+    bench = commands.add_parser(
+        "bench",
+        help="wall-clock benchmark (Table 5): AR vs MARS caches vs prompt lookup; "
+        "unset settings take the config schema's bench defaults",
+    )
     bench.add_argument("--model", required=True, help="MARS checkpoint folder")
     bench.add_argument("--data", required=True, help="folder with test.jsonl (GSM8K-like prompts are used)")
     bench.add_argument("--output", required=True, help="folder for bench.csv and bench.json")

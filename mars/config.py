@@ -57,7 +57,8 @@ def validate_section(section: str, value: dict) -> dict:
     schema = load_schema()
     value = copy.deepcopy(value)
     error = jsonschema.exceptions.best_match(
-        _filling_validator()({**schema["properties"][section], "$defs": schema["$defs"]}).iter_errors(value))
+        _filling_validator()({**schema["properties"][section], "$defs": schema["$defs"]}).iter_errors(value)
+    )
     if error is not None:
         raise ConfigError(f"config key {'.'.join([section, *map(str, error.absolute_path)])!r}: {error.message}")
     return value
@@ -130,10 +131,14 @@ def check_model_references(config: dict) -> None:
     """Every model the tables, figures and benchmark name must be a model entry: a renamed or removed entry is one
     clear error, never a silently missing row. (Checked by the workflow, not by a single ``mars train``.)"""
     models = config["models"]
-    refs = {"report.base_model": config["report"]["base_model"], "eval.metric_model": config["eval"]["metric_model"],
-            "eval.figure1.model": config["eval"]["figure1"]["model"], "bench.model": config["bench"]["model"],
-            **{f"report.rows.{role}": name for role, name in config["report"]["rows"].items()},
-            **{f"eval.sweep_models[{i}]": name for i, name in enumerate(config["eval"]["sweep_models"] or [])}}
+    refs = {
+        "report.base_model": config["report"]["base_model"],
+        "eval.metric_model": config["eval"]["metric_model"],
+        "eval.figure1.model": config["eval"]["figure1"]["model"],
+        "bench.model": config["bench"]["model"],
+        **{f"report.rows.{role}": name for role, name in config["report"]["rows"].items()},
+        **{f"eval.sweep_models[{i}]": name for i, name in enumerate(config["eval"]["sweep_models"] or [])},
+    }
     for key, name in refs.items():
         if name not in models and not (key == "report.base_model" and name == "world"):
             known = ", ".join(sorted(models))

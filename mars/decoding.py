@@ -218,8 +218,9 @@ class KVCache:
 # the window forward (shared by every cache mode, by AR, MARS and Jacobi)
 
 
-def window_forward(model, kv: KVCache | None, rows: list[_Row], tail: torch.Tensor, pad_id: int,
-                   keep_logits: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def window_forward(
+    model, kv: KVCache | None, rows: list[_Row], tail: torch.Tensor, pad_id: int, keep_logits: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One batched forward of [r_i | pad | tail_i] for every row against the cached prefix.
 
     ``tail`` [b, M] holds the M window tokens after the real ones (masks, or Jacobi guesses). Returns
@@ -237,20 +238,23 @@ def window_forward(model, kv: KVCache | None, rows: list[_Row], tail: torch.Tens
         ids = torch.tensor([r.uncached for r in rows], dtype=torch.long, device=device)
         if m:
             ids = torch.cat([ids, tail], dim=1)
-        out = model(input_ids=ids, past_key_values=kv.cache if kv is not None else None, use_cache=kv is not None,
-                    **({"logits_to_keep": m + 1} if keep_logits else {}))
-        return out.logits[:, -(m + 1):], torch.ones((b, W), dtype=torch.bool, device=device)
+        out = model(
+            input_ids=ids,
+            past_key_values=kv.cache if kv is not None else None,
+            use_cache=kv is not None,
+            **({"logits_to_keep": m + 1} if keep_logits else {}),
+        )
+        return out.logits[:, -(m + 1) :], torch.ones((b, W), dtype=torch.bool, device=device)
 
     lens = torch.tensor(n_real, device=device)
     col = torch.arange(W, device=device)
     # right-pad each row's real tokens to R; pad slots keep position 0 and are masked out both ways
-    ids = torch.tensor([r.uncached + [pad_id] * (R - len(r.uncached)) for r in rows], dtype=torch.long,
-                       device=device)
+    ids = torch.tensor([r.uncached + [pad_id] * (R - len(r.uncached)) for r in rows], dtype=torch.long, device=device)
     ids = torch.cat([ids, tail], dim=1)
     n = torch.tensor([len(r.tokens) for r in rows], device=device)
     is_real = col[None, :] < lens[:, None]  # [b, W]
     pos = torch.where(is_real, (n - lens)[:, None] + col[None, :], 0)
-    pos[:, R:] = n[:, None] + col[None, : m]
+    pos[:, R:] = n[:, None] + col[None, :m]
 
     is_pad = (~is_real) & (col[None, :] < R)
     causal = col[None, :] <= col[:, None]  # [q, k]
@@ -268,8 +272,14 @@ def window_forward(model, kv: KVCache | None, rows: list[_Row], tail: torch.Tens
     kwargs = {}
     if keep_logits:
         kwargs["logits_to_keep"] = keep
-    out = model(input_ids=ids, attention_mask=mask, position_ids=pos,
-                past_key_values=kv.cache if kv is not None else None, use_cache=kv is not None, **kwargs)
+    out = model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=pos,
+        past_key_values=kv.cache if kv is not None else None,
+        use_cache=kv is not None,
+        **kwargs,
+    )
     logits = out.logits
     if not keep_logits:
         logits = logits[:, keep]
@@ -296,8 +306,9 @@ def _append(row: _Row, proposed: list[int], eos: set[int], stops: list[list[int]
             break
         row.tokens.append(int(t))
         n += 1
-        if t in eos or (stops and any(len(row.tokens) - row.n_prompt >= len(s) and _ends_with(row.tokens, s)
-                                      for s in stops)):
+        if t in eos or (
+            stops and any(len(row.tokens) - row.n_prompt >= len(s) and _ends_with(row.tokens, s) for s in stops)
+        ):
             row.done = True
             break
     if row.remaining <= 0:
@@ -386,8 +397,9 @@ class _Decoder:
             if self.bar is not None:
                 self.bar.update(n)
 
-    def commit(self, kv: KVCache | None, rows: list[_Row], fed: list[int], window_valid: torch.Tensor,
-               prefill: bool) -> None:
+    def commit(
+        self, kv: KVCache | None, rows: list[_Row], fed: list[int], window_valid: torch.Tensor, prefill: bool
+    ) -> None:
         """Cache policy after a forward; ``fed`` = number of real tokens each row fed in the window."""
         if kv is None:
             return
@@ -486,9 +498,22 @@ def bd_forward(model, rows: list[_BDRow], B: int, mask_id: int, pad_id: int, dev
     return logits, start
 
 
-def bd_decode_loop(model, rows: list[_BDRow], *, B: int, tau: float, metric: str, eos: set[int],
-                   stops: list[list[int]], mask_id: int, pad_id: int, device, keep_logits: bool, stats: dict,
-                   bar=None) -> None:
+def bd_decode_loop(
+    model,
+    rows: list[_BDRow],
+    *,
+    B: int,
+    tau: float,
+    metric: str,
+    eos: set[int],
+    stops: list[list[int]],
+    mask_id: int,
+    pad_id: int,
+    device,
+    keep_logits: bool,
+    stats: dict,
+    bar=None,
+) -> None:
     """Decode block by block. In a block, each forward unmasks every eligible masked position with confidence >=
     tau and at least the single most confident one (tau >= 1: exactly that one). Eligible = still masked, inside
     the token budget and before the first EOS unmasked so far in the block (positions after an EOS are discarded,
@@ -546,8 +571,15 @@ def bd_decode_loop(model, rows: list[_BDRow], *, B: int, tau: float, metric: str
 # public entry point
 
 
-def check_settings(method: str, block_size: int, tau: float, cache: str = "cursor", cache_block_size: int = 32,
-                   metric: str = "probability", max_new_tokens: int = 1) -> None:
+def check_settings(
+    method: str,
+    block_size: int,
+    tau: float,
+    cache: str = "cursor",
+    cache_block_size: int = 32,
+    metric: str = "probability",
+    max_new_tokens: int = 1,
+) -> None:
     """ValueError with one clear message for a decoding setting that cannot work."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {METHODS}")
@@ -587,15 +619,23 @@ def _as_int(name: str, value: Any) -> int:
 def decoding_settings(*, tau, block_size, cache, cache_block_size, metric, method) -> dict:
     """The one check of a decoding setting: normalised arguments (lm-eval model args arrive as strings), or
     ValueError with one clear line."""
-    args = dict(tau=_as_float("tau", tau), block_size=_as_int("block_size", block_size), cache=cache,
-                cache_block_size=_as_int("cache_block_size", cache_block_size), metric=metric, method=method)
-    check_settings(args["method"], args["block_size"], args["tau"], args["cache"],
-                            args["cache_block_size"], args["metric"])
+    args = dict(
+        tau=_as_float("tau", tau),
+        block_size=_as_int("block_size", block_size),
+        cache=cache,
+        cache_block_size=_as_int("cache_block_size", cache_block_size),
+        metric=metric,
+        method=method,
+    )
+    check_settings(
+        args["method"], args["block_size"], args["tau"], args["cache"], args["cache_block_size"], args["metric"]
+    )
     return args
 
 
-def _validate(prompts, method, block_size, tau, cache, cache_block_size, metric, max_new_tokens, mask_token_id,
-              stop_sequences) -> None:
+def _validate(
+    prompts, method, block_size, tau, cache, cache_block_size, metric, max_new_tokens, mask_token_id, stop_sequences
+) -> None:
     check_settings(method, block_size, tau, cache, cache_block_size, metric, max_new_tokens)
     if method in ("mars", "block_diffusion") and mask_token_id is None:
         raise ValueError(f"method {method!r} needs mask_token_id")
@@ -609,11 +649,24 @@ def _validate(prompts, method, block_size, tau, cache, cache_block_size, metric,
             raise ValueError("stop_sequences must not contain an empty sequence")
 
 
-def generate(model, prompts: list[list[int]], *, method: str = "mars", block_size: int = 4, tau: float = 1.0,
-             cache: str = "cursor", cache_block_size: int = 32, metric: str = "probability",
-             max_new_tokens: int = 256, eos_token_ids: list[int], pad_token_id: int,
-             mask_token_id: int | None = None, stop_sequences: list[list[int]] | None = None,
-             progress: bool = False, stats: dict | None = None) -> list[Generation]:
+def generate(
+    model,
+    prompts: list[list[int]],
+    *,
+    method: str = "mars",
+    block_size: int = 4,
+    tau: float = 1.0,
+    cache: str = "cursor",
+    cache_block_size: int = 32,
+    metric: str = "probability",
+    max_new_tokens: int = 256,
+    eos_token_ids: list[int],
+    pad_token_id: int,
+    mask_token_id: int | None = None,
+    stop_sequences: list[list[int]] | None = None,
+    progress: bool = False,
+    stats: dict | None = None,
+) -> list[Generation]:
     """Greedy decoding of a ragged batch of tokenized prompts; see the module docstring.
 
     method: "ar" (one token per forward, KV cache per ``cache``), "mars" (sliding window of ``block_size``
@@ -622,8 +675,9 @@ def generate(model, prompts: list[list[int]], *, method: str = "mars", block_siz
     always recomputes, ``cache`` is ignored). ``stats``, if given, gets ``model_calls`` (batched forward calls).
     Stop sequences are matched against the generated tokens only and are kept in the output. The model is put in
     eval mode for the call (its previous mode is restored) and run under torch.inference_mode()."""
-    _validate(prompts, method, block_size, tau, cache, cache_block_size, metric, max_new_tokens, mask_token_id,
-              stop_sequences)
+    _validate(
+        prompts, method, block_size, tau, cache, cache_block_size, metric, max_new_tokens, mask_token_id, stop_sequences
+    )
     if isinstance(eos_token_ids, int):
         eos_token_ids = [eos_token_ids]
     eos = {int(t) for t in (eos_token_ids or [])}
@@ -641,11 +695,25 @@ def generate(model, prompts: list[list[int]], *, method: str = "mars", block_siz
     try:
         with torch.inference_mode():
             if method == "block_diffusion":
-                bd_rows = [_BDRow(i, list(map(int, p)), len(p), max_new_tokens, [], [], done=max_new_tokens == 0)
-                           for i, p in enumerate(prompts)]
-                bd_decode_loop(model, bd_rows, B=block_size, tau=tau, metric=metric, eos=eos, stops=stops,
-                               mask_id=mask_token_id, pad_id=pad_token_id, device=device, keep_logits=keep_logits,
-                               stats=stats, bar=bar)
+                bd_rows = [
+                    _BDRow(i, list(map(int, p)), len(p), max_new_tokens, [], [], done=max_new_tokens == 0)
+                    for i, p in enumerate(prompts)
+                ]
+                bd_decode_loop(
+                    model,
+                    bd_rows,
+                    B=block_size,
+                    tau=tau,
+                    metric=metric,
+                    eos=eos,
+                    stops=stops,
+                    mask_id=mask_token_id,
+                    pad_id=pad_token_id,
+                    device=device,
+                    keep_logits=keep_logits,
+                    stats=stats,
+                    bar=bar,
+                )
                 results = []
                 for r in bd_rows:
                     chunks = [0] * r.forwards
@@ -654,12 +722,29 @@ def generate(model, prompts: list[list[int]], *, method: str = "mars", block_siz
                     results.append(Generation(list(r.out), r.forwards, chunks))
                 return results
 
-            rows = [_Row(i, list(map(int, p)), len(p), max_new_tokens, list(map(int, p)), done=max_new_tokens == 0)
-                    for i, p in enumerate(prompts)]
+            rows = [
+                _Row(i, list(map(int, p)), len(p), max_new_tokens, list(map(int, p)), done=max_new_tokens == 0)
+                for i, p in enumerate(prompts)
+            ]
             for r in rows:
                 r.guesses = [r.tokens[-1]] * (block_size - 1)
-            dec = _Decoder(model, method, block_size, tau, cache, cache_block_size, metric, eos, stops,
-                           pad_token_id, mask_token_id, device, keep_logits, stats, bar)
+            dec = _Decoder(
+                model,
+                method,
+                block_size,
+                tau,
+                cache,
+                cache_block_size,
+                metric,
+                eos,
+                stops,
+                pad_token_id,
+                mask_token_id,
+                device,
+                keep_logits,
+                stats,
+                bar,
+            )
             if any(not r.done for r in rows):
                 decode_loop(dec, rows)
             return [Generation(r.generated, r.forwards, r.chunks) for r in rows]

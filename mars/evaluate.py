@@ -16,7 +16,8 @@ once PER TASK, so that the decoding statistics (tokens per forward, wall time) o
 alone.
 
 Output: ONE JSON file per (model, tau, task).  With one task, ``--output`` is that file; with several, ``--output``
-may contain ``{task}`` (replaced by the task name) or ``{family}`` (its family: ``gsm8k``), otherwise the files are ``<stem>.<task>.json`` next to it.  Each
+may contain ``{task}`` (replaced by the task name) or ``{family}`` (its family: ``gsm8k``), otherwise the files are
+``<stem>.<task>.json`` next to it.  Each
 file is written atomically (temporary file, fsync, rename) after its task finished: a failure leaves no partial
 file.  ``--tasks tiny`` (or ``paper``) means the profile's six tasks.  ``--limit N`` takes the first N documents of
 every harness task (for ``tiny_bbh``: of each subtask).
@@ -88,8 +89,20 @@ DEFAULT_EXPERIMENT = "mars-eval"
 # command line
 
 
-EVAL_SETTINGS = ("tasks", "profile", "method", "tau", "metric", "block_size", "cache", "cache_block_size", "limit",
-                 "batch_size", "max_gen_toks", "experiment")
+EVAL_SETTINGS = (
+    "tasks",
+    "profile",
+    "method",
+    "tau",
+    "metric",
+    "block_size",
+    "cache",
+    "cache_block_size",
+    "limit",
+    "batch_size",
+    "max_gen_toks",
+    "experiment",
+)
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,11 +110,17 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     the checkpoint's trained one; ``--job`` (the workflow's) gives them all at once as JSON."""
     parser.add_argument("--model", required=True, help="checkpoint folder (save_pretrained, with its tokenizer)")
     parser.add_argument("--job", default=None, help="JSON object of the settings below (the pipeline's job param)")
-    parser.add_argument("--tasks", default=None,
-                        help="comma-separated task names (tiny_gsm8k,...), family names (gsm8k) or the group "
-                             "(tiny / paper)")
-    parser.add_argument("--profile", default=None, choices=("tiny", "paper"),
-                        help="tiny: the tiny world's tasks over --data; paper: the real lm-eval tasks")
+    parser.add_argument(
+        "--tasks",
+        default=None,
+        help="comma-separated task names (tiny_gsm8k,...), family names (gsm8k) or the group (tiny / paper)",
+    )
+    parser.add_argument(
+        "--profile",
+        default=None,
+        choices=("tiny", "paper"),
+        help="tiny: the tiny world's tasks over --data; paper: the real lm-eval tasks",
+    )
     parser.add_argument("--data", default=None, help="the world's data folder (test.jsonl, train.jsonl); tiny only")
     parser.add_argument("--tau", type=float, default=None, help="acceptance threshold in (0, 1]; 1.0 = AR mode")
     parser.add_argument("--block-size", type=int, default=None, help="window B (default: the trained one)")
@@ -126,10 +145,17 @@ def eval_settings(args: argparse.Namespace) -> dict:
 
     job = parse_job(args.job, allowed=EVAL_SETTINGS) if args.job else {}
     defaults = schema_defaults("eval")
-    settings = {"tau": 1.0, "method": "mars", "block_size": None, "experiment": None,
-                **{k: defaults[k] for k in ("profile", "cache", "cache_block_size", "metric", "limit", "batch_size",
-                                            "max_gen_toks")},
-                **job}
+    settings = {
+        "tau": 1.0,
+        "method": "mars",
+        "block_size": None,
+        "experiment": None,
+        **{
+            k: defaults[k]
+            for k in ("profile", "cache", "cache_block_size", "metric", "limit", "batch_size", "max_gen_toks")
+        },
+        **job,
+    }
     for key in EVAL_SETTINGS:
         if getattr(args, key, None) is not None:
             settings[key] = getattr(args, key)
@@ -141,12 +167,30 @@ def eval_settings(args: argparse.Namespace) -> dict:
 def run_eval_command(args: argparse.Namespace) -> None:
     from mars.config import DEFAULT_RESULTS_DIR
 
-    written = evaluate(model=args.model, data=args.data, output=args.output,
-                       results_dir=args.results_dir or DEFAULT_RESULTS_DIR, tags=parse_tags(args.tag),
-                       device=args.device, **eval_settings(args))
-    print(json.dumps([{"task": r["task"], "output": str(p), "primary_metric": r["primary_metric"],
-                       "value": r["metrics"].get(r["primary_metric"], {}).get("value"),
-                       "tokens_per_forward": r["decoding"]["tokens_per_forward"]} for p, r in written], indent=2))
+    written = evaluate(
+        model=args.model,
+        data=args.data,
+        output=args.output,
+        results_dir=args.results_dir or DEFAULT_RESULTS_DIR,
+        tags=parse_tags(args.tag),
+        device=args.device,
+        **eval_settings(args),
+    )
+    print(
+        json.dumps(
+            [
+                {
+                    "task": r["task"],
+                    "output": str(p),
+                    "primary_metric": r["primary_metric"],
+                    "value": r["metrics"].get(r["primary_metric"], {}).get("value"),
+                    "tokens_per_forward": r["decoding"]["tokens_per_forward"],
+                }
+                for p, r in written
+            ],
+            indent=2,
+        )
+    )
 
 
 def parse_tags(pairs: list[str] | None) -> dict[str, str]:
@@ -239,8 +283,19 @@ def _leaves(results: dict, name: str) -> list[str]:
     return leaves
 
 
-def build_record(results: dict, *, task: str, family: str, profile: str, lm, model_path: Path, run_config: dict,
-                 eval_args: dict, eval_wall_time_s: float, primary_metric: str) -> dict:
+def build_record(
+    results: dict,
+    *,
+    task: str,
+    family: str,
+    profile: str,
+    lm,
+    model_path: Path,
+    run_config: dict,
+    eval_args: dict,
+    eval_wall_time_s: float,
+    primary_metric: str,
+) -> dict:
     from mars.eval_tasks.hooks import decode_target
     from mars.generation import trained_block_size
 
@@ -249,8 +304,10 @@ def build_record(results: dict, *, task: str, family: str, profile: str, lm, mod
     subtasks = {}
     if leaves != [task]:
         for leaf in leaves:
-            subtasks[leaf] = {"metrics": _split_metrics(results["results"].get(leaf, {})),
-                              "n_samples": results.get("n-samples", {}).get(leaf)}
+            subtasks[leaf] = {
+                "metrics": _split_metrics(results["results"].get(leaf, {})),
+                "n_samples": results.get("n-samples", {}).get(leaf),
+            }
 
     per_task = lm.stats_by_task()
     per_request = {(r["task"], r["doc_id"]): r for r in lm.decode_stats["requests"]}
@@ -258,10 +315,14 @@ def build_record(results: dict, *, task: str, family: str, profile: str, lm, mod
     fwd = sum(per_task.get(leaf, {}).get("forwards", 0) for leaf in leaves)
     decode_wall = sum(per_task.get(leaf, {}).get("wall_time_s", 0.0) for leaf in leaves)
     decoding_stats = {
-        "generated_tokens": gen, "forwards": fwd, "tokens_per_forward": gen / fwd if fwd else 0.0,
+        "generated_tokens": gen,
+        "forwards": fwd,
+        "tokens_per_forward": gen / fwd if fwd else 0.0,
         "requests": sum(per_task.get(leaf, {}).get("requests", 0) for leaf in leaves),
-        "model_calls": lm.decode_stats["model_calls"], "decode_wall_time_s": decode_wall,
-        "tokens_per_second": gen / decode_wall if decode_wall > 0 else 0.0, "eval_wall_time_s": eval_wall_time_s,
+        "model_calls": lm.decode_stats["model_calls"],
+        "decode_wall_time_s": decode_wall,
+        "tokens_per_second": gen / decode_wall if decode_wall > 0 else 0.0,
+        "eval_wall_time_s": eval_wall_time_s,
         "truncated_prompts": sum(per_task.get(leaf, {}).get("truncated_prompts", 0) for leaf in leaves),
     }
 
@@ -274,18 +335,27 @@ def build_record(results: dict, *, task: str, family: str, profile: str, lm, mod
             first = resps[0][0] if resps and resps[0] else ""
             filtered = s.get("filtered_resps") or [""]
             args = s.get("arguments") or [[""]]
-            samples.append({
-                "task": leaf, "doc_id": s.get("doc_id"), "id": doc.get("id") if isinstance(doc, dict) else None,
-                "prompt": args[0][0] if args and args[0] else "",
-                "generation": first, "filtered": filtered[0] if len(filtered) == 1 else filtered,
-                "target": decode_target(doc) if profile == "tiny" else s.get("target"),
-                "reference": doc.get("response") if profile == "tiny" else None,
-                "filter": s.get("filter"), "metrics": {m: s.get(m) for m in s.get("metrics", [])},
-                "generated_tokens": stats.get("generated_tokens"), "forwards": stats.get("forwards"),
-                "tokens_per_forward": stats.get("tokens_per_forward"), "chunks": stats.get("chunks"),
-                "token_ids": stats.get("token_ids"),
-                "prompt_tokens": stats.get("prompt_tokens"), "truncated": stats.get("truncated"),
-            })
+            samples.append(
+                {
+                    "task": leaf,
+                    "doc_id": s.get("doc_id"),
+                    "id": doc.get("id") if isinstance(doc, dict) else None,
+                    "prompt": args[0][0] if args and args[0] else "",
+                    "generation": first,
+                    "filtered": filtered[0] if len(filtered) == 1 else filtered,
+                    "target": decode_target(doc) if profile == "tiny" else s.get("target"),
+                    "reference": doc.get("response") if profile == "tiny" else None,
+                    "filter": s.get("filter"),
+                    "metrics": {m: s.get(m) for m in s.get("metrics", [])},
+                    "generated_tokens": stats.get("generated_tokens"),
+                    "forwards": stats.get("forwards"),
+                    "tokens_per_forward": stats.get("tokens_per_forward"),
+                    "chunks": stats.get("chunks"),
+                    "token_ids": stats.get("token_ids"),
+                    "prompt_tokens": stats.get("prompt_tokens"),
+                    "truncated": stats.get("truncated"),
+                }
+            )
 
     import lm_eval
 
@@ -293,11 +363,19 @@ def build_record(results: dict, *, task: str, family: str, profile: str, lm, mod
 
     names = [task, *[leaf for leaf in leaves if leaf != task]]
     record = {
-        "schema_version": SCHEMA_VERSION, "kind": "mars_eval", "task": task, "family": family, "profile": profile,
+        "schema_version": SCHEMA_VERSION,
+        "kind": "mars_eval",
+        "task": task,
+        "family": family,
+        "profile": profile,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "model": {"path": str(model_path), "name": model_path.name,
-                  "trained_block_size": trained_block_size(model_path),
-                  "trained_mlflow_run_id": run_config.get("mlflow_run_id"), "trained_spec": run_config.get("spec")},
+        "model": {
+            "path": str(model_path),
+            "name": model_path.name,
+            "trained_block_size": trained_block_size(model_path),
+            "trained_mlflow_run_id": run_config.get("mlflow_run_id"),
+            "trained_spec": run_config.get("spec"),
+        },
         "tau": lm.decoding_args["tau"],
         "model_args": lm.model_args(),
         "eval_args": eval_args,
@@ -331,8 +409,17 @@ def _mlflow_metrics(record: dict) -> dict[str, float]:
             out[mlflow_metric_name(name)] = float(m["value"])
         if isinstance(m.get("stderr"), (int, float)):
             out[mlflow_metric_name(name) + "_stderr"] = float(m["stderr"])
-    for key in ("tokens_per_forward", "generated_tokens", "forwards", "requests", "model_calls",
-                "decode_wall_time_s", "tokens_per_second", "eval_wall_time_s", "truncated_prompts"):
+    for key in (
+        "tokens_per_forward",
+        "generated_tokens",
+        "forwards",
+        "requests",
+        "model_calls",
+        "decode_wall_time_s",
+        "tokens_per_second",
+        "eval_wall_time_s",
+        "truncated_prompts",
+    ):
         out[key] = float(record["decoding"][key])
     return out
 
@@ -356,22 +443,43 @@ def _quiet_harness_notices() -> None:
         task_logger.addFilter(_DropCustomDatasetNotice())
 
 
-def evaluate(*, model: str | os.PathLike, tasks: str | list[str], profile: str | None = None,
-             data: str | os.PathLike | None = None, tau: float = 1.0, block_size: int | None = None,
-             cache: str | None = None, cache_block_size: int | None = None, metric: str | None = None,
-             method: str = "mars", limit: int | None = None, batch_size: int | None = None,
-             max_gen_toks: int | None = None, output: str | os.PathLike, experiment: str | None = None,
-             results_dir: str | os.PathLike | None = None, tags: dict[str, str] | None = None,
-             device: str | None = None, bootstrap_iters: int = 1000) -> list[tuple[Path, dict]]:
+def evaluate(
+    *,
+    model: str | os.PathLike,
+    tasks: str | list[str],
+    profile: str | None = None,
+    data: str | os.PathLike | None = None,
+    tau: float = 1.0,
+    block_size: int | None = None,
+    cache: str | None = None,
+    cache_block_size: int | None = None,
+    metric: str | None = None,
+    method: str = "mars",
+    limit: int | None = None,
+    batch_size: int | None = None,
+    max_gen_toks: int | None = None,
+    output: str | os.PathLike,
+    experiment: str | None = None,
+    results_dir: str | os.PathLike | None = None,
+    tags: dict[str, str] | None = None,
+    device: str | None = None,
+    bootstrap_iters: int = 1000,
+) -> list[tuple[Path, dict]]:
     """Evaluate ``model`` on ``tasks``; writes one JSON per task and returns [(path, record)] (module docstring).
 
     A setting left None takes the config schema's ``eval`` default; the block size of a MARS or block-diffusion
     decode defaults to the checkpoint's trained one (Jacobi: ``eval.jacobi_block_size``)."""
     from mars.config import DEFAULT_RESULTS_DIR, schema_defaults
-    from mars.eval_tasks import (PAPER_FEWSHOT, PAPER_PRIMARY_METRIC, PRIMARY_METRIC, paper_task_spec,
-                                 resolve_tasks, write_task_dir)
-    from mars.generation import _load_errors, checkpoint_error, trained_block_size
     from mars.decoding import decoding_settings
+    from mars.eval_tasks import (
+        PAPER_FEWSHOT,
+        PAPER_PRIMARY_METRIC,
+        PRIMARY_METRIC,
+        paper_task_spec,
+        resolve_tasks,
+        write_task_dir,
+    )
+    from mars.generation import _load_errors, checkpoint_error, trained_block_size
 
     # ---- every input check first: nothing runs, nothing is written on bad input
     model_path = _check_checkpoint(model)
@@ -387,13 +495,17 @@ def evaluate(*, model: str | os.PathLike, tasks: str | list[str], profile: str |
     if block_size is None:
         block_size = defaults["jacobi_block_size"] if method == "jacobi" else trained_block or 1
     elif method in ("mars", "block_diffusion") and trained_block and block_size != trained_block:
-        print(f"[mars eval] decoding with an explicit window of {block_size}; {model_path.name} was trained with "
-              f"block size {trained_block}", file=sys.stderr)
+        print(
+            f"[mars eval] decoding with an explicit window of {block_size}; {model_path.name} was trained with "
+            f"block size {trained_block}",
+            file=sys.stderr,
+        )
     names = tasks.split(",") if isinstance(tasks, str) else list(tasks)
     selected = resolve_tasks(names, profile)
     try:
-        decoding_args = decoding_settings(tau=tau, block_size=block_size, cache=cache,
-                                            cache_block_size=cache_block_size, metric=metric, method=method)
+        decoding_args = decoding_settings(
+            tau=tau, block_size=block_size, cache=cache, cache_block_size=cache_block_size, metric=metric, method=method
+        )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     limit = _positive("--limit", limit, allow_none=True)
@@ -415,8 +527,9 @@ def evaluate(*, model: str | os.PathLike, tasks: str | list[str], profile: str |
             if missing:
                 raise ConfigError(f"task {missing[0]} has no test records in {data_dir}")
         elif data is not None:
-            print("[mars eval] --data is ignored by profile 'paper' (its tasks load their own data sets)",
-                  file=sys.stderr)
+            print(
+                "[mars eval] --data is ignored by profile 'paper' (its tasks load their own data sets)", file=sys.stderr
+            )
 
         from mars.lm_eval_model import MARSLM
 
@@ -441,18 +554,33 @@ def evaluate(*, model: str | os.PathLike, tasks: str | list[str], profile: str |
         for task, family in selected:
             spec = task if profile == "tiny" else paper_task_spec(family, task_manager)
             num_fewshot = None if profile == "tiny" else PAPER_FEWSHOT[family]
-            eval_args = {"limit": limit, "batch_size": batch_size, "max_gen_toks": max_gen_toks,
-                         "apply_chat_template": True, "fewshot_as_multiturn": True,
-                         "num_fewshot": num_fewshot, "data_dir": str(data_dir) if data_dir else None,
-                         "bootstrap_iters": bootstrap_iters}
-            run_tags = {"kind": "eval", "task": task, "family": family, "profile": profile,
-                        "tau": str(decoding_args["tau"]), "method": decoding_args["method"],
-                        "model_path": str(model_path), "model_name": model_path.name, "output": str(paths[task]),
-                        **({"trained_run_id": run_config["mlflow_run_id"]} if run_config.get("mlflow_run_id")
-                           else {}),
-                        **tags}
-            params = {**{f"model.{k}": v for k, v in decoding_args.items()},
-                      **{f"eval.{k}": v for k, v in eval_args.items()}}
+            eval_args = {
+                "limit": limit,
+                "batch_size": batch_size,
+                "max_gen_toks": max_gen_toks,
+                "apply_chat_template": True,
+                "fewshot_as_multiturn": True,
+                "num_fewshot": num_fewshot,
+                "data_dir": str(data_dir) if data_dir else None,
+                "bootstrap_iters": bootstrap_iters,
+            }
+            run_tags = {
+                "kind": "eval",
+                "task": task,
+                "family": family,
+                "profile": profile,
+                "tau": str(decoding_args["tau"]),
+                "method": decoding_args["method"],
+                "model_path": str(model_path),
+                "model_name": model_path.name,
+                "output": str(paths[task]),
+                **({"trained_run_id": run_config["mlflow_run_id"]} if run_config.get("mlflow_run_id") else {}),
+                **tags,
+            }
+            params = {
+                **{f"model.{k}": v for k, v in decoding_args.items()},
+                **{f"eval.{k}": v for k, v in eval_args.items()},
+            }
             run_name = f"eval/{model_path.name}/{task}/tau={decoding_args['tau']}"
             print(f"[mars eval] {task} ({profile}) tau={decoding_args['tau']} model={model_path}", file=sys.stderr)
             with mlflow_run(experiment, run_name, results_dir=results_dir, tags=run_tags, params=params) as mlflow:
@@ -460,25 +588,49 @@ def evaluate(*, model: str | os.PathLike, tasks: str | list[str], profile: str |
                 start = time.perf_counter()
                 try:
                     results = simple_evaluate(
-                        model=lm, tasks=[spec], task_manager=task_manager, num_fewshot=num_fewshot, limit=limit,
-                        apply_chat_template=True, fewshot_as_multiturn=True, log_samples=True,
-                        gen_kwargs={"max_gen_toks": max_gen_toks}, bootstrap_iters=bootstrap_iters,
-                        confirm_run_unsafe_code=True)  # model code runs only through mars.sandbox (task metrics)
+                        model=lm,
+                        tasks=[spec],
+                        task_manager=task_manager,
+                        num_fewshot=num_fewshot,
+                        limit=limit,
+                        apply_chat_template=True,
+                        fewshot_as_multiturn=True,
+                        log_samples=True,
+                        gen_kwargs={"max_gen_toks": max_gen_toks},
+                        bootstrap_iters=bootstrap_iters,
+                        confirm_run_unsafe_code=True,
+                    )  # model code runs only through mars.sandbox (task metrics)
                 except ConnectionError as exc:  # paper profile offline: the data sets live on the hub
-                    raise ConfigError(f"task {task} needs its data set from the hub: "
-                                      f"{str(exc).splitlines()[0]}") from None
+                    raise ConfigError(
+                        f"task {task} needs its data set from the hub: {str(exc).splitlines()[0]}"
+                    ) from None
                 elapsed = time.perf_counter() - start
                 primary = PRIMARY_METRIC[family] if profile == "tiny" else PAPER_PRIMARY_METRIC[family]
-                record = build_record(results, task=task, family=family, profile=profile, lm=lm,
-                                      model_path=model_path, run_config=run_config, eval_args=eval_args,
-                                      eval_wall_time_s=elapsed, primary_metric=primary)
+                record = build_record(
+                    results,
+                    task=task,
+                    family=family,
+                    profile=profile,
+                    lm=lm,
+                    model_path=model_path,
+                    run_config=run_config,
+                    eval_args=eval_args,
+                    eval_wall_time_s=elapsed,
+                    primary_metric=primary,
+                )
                 active = mlflow.active_run()
-                record["mlflow"] = {"run_id": active.info.run_id if active else None, "experiment": experiment,
-                                    "tracking_uri": tracking_uri(results_dir)}
+                record["mlflow"] = {
+                    "run_id": active.info.run_id if active else None,
+                    "experiment": experiment,
+                    "tracking_uri": tracking_uri(results_dir),
+                }
                 log_metrics(_mlflow_metrics(record))
                 write_json_atomic(paths[task], record)
             value = record["metrics"].get(primary, {}).get("value")
-            print(f"[mars eval] {task}: {primary}={value} tokens/forward="
-                  f"{record['decoding']['tokens_per_forward']:.3f} -> {paths[task]}", file=sys.stderr)
+            print(
+                f"[mars eval] {task}: {primary}={value} tokens/forward="
+                f"{record['decoding']['tokens_per_forward']:.3f} -> {paths[task]}",
+                file=sys.stderr,
+            )
             out.append((paths[task], record))
         return out

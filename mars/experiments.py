@@ -41,8 +41,12 @@ def trained_properties(config: dict, model: str) -> dict:
         return {"method": "ar", "block_size": None, "w_ar": None, "attention": None}
     spec = train_spec(config, model)
     multi = spec.method in ("mars", "block_diffusion")
-    return {"method": spec.method, "block_size": spec.block_size if multi else None,
-            "w_ar": spec.w_ar if multi else None, "attention": spec.attention if spec.method == "mars" else None}
+    return {
+        "method": spec.method,
+        "block_size": spec.block_size if multi else None,
+        "w_ar": spec.w_ar if multi else None,
+        "attention": spec.attention if spec.method == "mars" else None,
+    }
 
 
 @dataclass(frozen=True)
@@ -105,10 +109,15 @@ def _at(config: dict, model: str, tau: float, kind: str = "eval", metric: str = 
 
 def block_models(config: dict) -> list[str]:
     """MARS models with causal block attention (Table 3's grid), ordered without L_AR first, then by block size."""
-    models = [m for m in config["models"] if trained_properties(config, m)["method"] == "mars"
-              and trained_properties(config, m)["attention"] == "mars"]
-    return sorted(models, key=lambda m: (trained_properties(config, m)["w_ar"] > 0,
-                                         trained_properties(config, m)["block_size"], m))
+    models = [
+        m
+        for m in config["models"]
+        if trained_properties(config, m)["method"] == "mars" and trained_properties(config, m)["attention"] == "mars"
+    ]
+    return sorted(
+        models,
+        key=lambda m: (trained_properties(config, m)["w_ar"] > 0, trained_properties(config, m)["block_size"], m),
+    )
 
 
 def _sft_loss(config: dict, model: str) -> str:
@@ -118,11 +127,17 @@ def _sft_loss(config: dict, model: str) -> str:
 def _twin(config: dict, model: str) -> str:
     """The MARS model (causal block, with L_AR) that an ablation of ``model`` departs from: same block size."""
     block = trained_properties(config, model)["block_size"]
-    twins = [m for m in block_models(config) if m != model and trained_properties(config, m)["w_ar"] > 0
-             and trained_properties(config, m)["block_size"] == block]
+    twins = [
+        m
+        for m in block_models(config)
+        if m != model
+        and trained_properties(config, m)["w_ar"] > 0
+        and trained_properties(config, m)["block_size"] == block
+    ]
     if not twins:
-        raise ConfigError(f"ablation {model!r} (B={block}) has no MARS model with L_AR and the same block size "
-                          "to compare with")
+        raise ConfigError(
+            f"ablation {model!r} (B={block}) has no MARS model with L_AR and the same block size to compare with"
+        )
     return twins[0]
 
 
@@ -137,28 +152,53 @@ def table_rows(config: dict, table: str) -> list[Row]:
     fast = config["eval"]["fast_tau"]
     if table == "table2":
         base = config["report"]["base_model"]
-        labels = [("Base", base), ("AR SFT (5 ep)", rows["ar_sft"]), ("AR SFT (10 ep)", rows["ar_sft_long"]),
-                  ("Block Diffusion (B={B})", rows["block_diffusion"]),
-                  ("MARS w/o SFT loss (B={B})", rows["mars_no_sft_loss"]), ("MARS (B={B})", rows["mars"])]
-        return [Row(label.format(B=trained_properties(config, m)["block_size"]), _at(config, m, 1.0))
-                for label, m in labels]
+        labels = [
+            ("Base", base),
+            ("AR SFT (5 ep)", rows["ar_sft"]),
+            ("AR SFT (10 ep)", rows["ar_sft_long"]),
+            ("Block Diffusion (B={B})", rows["block_diffusion"]),
+            ("MARS w/o SFT loss (B={B})", rows["mars_no_sft_loss"]),
+            ("MARS (B={B})", rows["mars"]),
+        ]
+        return [
+            Row(label.format(B=trained_properties(config, m)["block_size"]), _at(config, m, 1.0)) for label, m in labels
+        ]
     if table == "table3":
-        return [Row(f"SFT loss {_sft_loss(config, m)}, B={trained_properties(config, m)['block_size']}",
-                    _at(config, m, 1.0), keys={"sft_loss": _sft_loss(config, m),
-                                               "block_size": trained_properties(config, m)["block_size"]})
-                for m in block_models(config)]
+        return [
+            Row(
+                f"SFT loss {_sft_loss(config, m)}, B={trained_properties(config, m)['block_size']}",
+                _at(config, m, 1.0),
+                keys={"sft_loss": _sft_loss(config, m), "block_size": trained_properties(config, m)["block_size"]},
+            )
+            for m in block_models(config)
+        ]
     if table == "table4":
-        return [Row(f"MARS (B={trained_properties(config, m)['block_size']})", _at(config, m, fast),
-                    _at(config, m, 1.0), keys={"block_size": trained_properties(config, m)["block_size"]})
-                for m in block_models(config) if trained_properties(config, m)["w_ar"] > 0]
+        return [
+            Row(
+                f"MARS (B={trained_properties(config, m)['block_size']})",
+                _at(config, m, fast),
+                _at(config, m, 1.0),
+                keys={"block_size": trained_properties(config, m)["block_size"]},
+            )
+            for m in block_models(config)
+            if trained_properties(config, m)["w_ar"] > 0
+        ]
     if table == "table8":
-        return [Row(m, _at(config, m, tau, "sweep"), keys={"block_size": trained_properties(config, m)["block_size"],
-                                                          "sft_loss": _sft_loss(config, m)})
-                for m in sweep_models(config) for tau in config["eval"]["sweep_taus"]]
+        return [
+            Row(
+                m,
+                _at(config, m, tau, "sweep"),
+                keys={"block_size": trained_properties(config, m)["block_size"], "sft_loss": _sft_loss(config, m)},
+            )
+            for m in sweep_models(config)
+            for tau in config["eval"]["sweep_taus"]
+        ]
     if table == "table9":
         ar = rows["ar_sft"]
-        return [Row("Jacobi decoding", Setting(ar, "jacobi", 1.0)),
-                Row(f"MARS (tau={fast:g})", _at(config, rows["mars"], fast))]
+        return [
+            Row("Jacobi decoding", Setting(ar, "jacobi", 1.0)),
+            Row(f"MARS (tau={fast:g})", _at(config, rows["mars"], fast)),
+        ]
     if table == "ablations":
         out = []
         for m in block_models(config):
@@ -194,8 +234,11 @@ def figure_settings(config: dict, figure: str) -> list[Setting]:
         fig1 = ev["figure1"]
         return [_at(config, fig1["model"], fig1["tau"])]
     if figure == "fig6":
-        return [_at(config, ev["metric_model"], tau, "sweep", metric) for metric in ACCEPTANCE_METRICS
-                for tau in ev["metric_taus"]]
+        return [
+            _at(config, ev["metric_model"], tau, "sweep", metric)
+            for metric in ACCEPTANCE_METRICS
+            for tau in ev["metric_taus"]
+        ]
     raise ConfigError(f"figure {figure!r} reads tables, not evaluations")
 
 
@@ -222,8 +265,9 @@ def decoding_block_size(config: dict, model: str, method: str) -> int:
     if method in ("mars", "block_diffusion"):
         props = trained_properties(config, model)
         if props["block_size"] is None:
-            raise ConfigError(f"model {model!r} is not a MARS or block-diffusion model; it cannot be decoded with "
-                              f"method {method}")
+            raise ConfigError(
+                f"model {model!r} is not a MARS or block-diffusion model; it cannot be decoded with method {method}"
+            )
         return props["block_size"]
     return 1
 
@@ -231,17 +275,30 @@ def decoding_block_size(config: dict, model: str, method: str) -> int:
 def eval_job(config: dict, model: str, method: str, tau: float, metric: str, kind: str) -> dict:
     """Every setting of one ``mars eval`` job (keys are its ``evaluate()`` arguments)."""
     ev = config["eval"]
-    return {"tasks": ",".join(f"{'tiny_' if ev['profile'] == 'tiny' else ''}{f}" for f in KIND_FAMILIES[kind]),
-            "profile": ev["profile"], "method": method, "tau": float(tau), "metric": metric,
-            "block_size": decoding_block_size(config, model, method), "cache": ev["cache"],
-            "cache_block_size": ev["cache_block_size"], "limit": ev["limit"], "batch_size": ev["batch_size"],
-            "max_gen_toks": ev["max_gen_toks"], "experiment": config["name"]}
+    return {
+        "tasks": ",".join(f"{'tiny_' if ev['profile'] == 'tiny' else ''}{f}" for f in KIND_FAMILIES[kind]),
+        "profile": ev["profile"],
+        "method": method,
+        "tau": float(tau),
+        "metric": metric,
+        "block_size": decoding_block_size(config, model, method),
+        "cache": ev["cache"],
+        "cache_block_size": ev["cache_block_size"],
+        "limit": ev["limit"],
+        "batch_size": ev["batch_size"],
+        "max_gen_toks": ev["max_gen_toks"],
+        "experiment": config["name"],
+    }
 
 
 def train_job(config: dict, model: str) -> dict:
     """Every setting of one ``mars train`` job: the merged training entry, the mask token, the experiment."""
-    return {"model": model, "spec": train_spec(config, model).to_dict(),
-            "mask_token": config["world"].get("mask_token"), "experiment": config["name"]}
+    return {
+        "model": model,
+        "spec": train_spec(config, model).to_dict(),
+        "mask_token": config["world"].get("mask_token"),
+        "experiment": config["name"],
+    }
 
 
 def bench_job(config: dict) -> dict:
@@ -254,14 +311,23 @@ def bench_job(config: dict) -> dict:
 def table_job(config: dict, table: str) -> dict:
     """What a table job lays out: its rows, the paper's model size, and what it checks against the checkpoints."""
     models = {s.model for s in table_settings(config, table)} | (
-        {config["bench"]["model"]} if table == "table5" else set())
+        {config["bench"]["model"]} if table == "table5" else set()
+    )
     if table == "cost":
         models = set(config["models"])
-    return {"table": table, "rows": [r.to_dict() for r in table_rows(config, table)],
-            "paper_model_size": config["report"]["paper_model_size"], "experiment": config["name"],
-            "models": {m: {"trained": trained_properties(config, m),
-                           "init": config["models"][m]["init"] if m in config["models"] else None}
-                       for m in sorted(models)}}
+    return {
+        "table": table,
+        "rows": [r.to_dict() for r in table_rows(config, table)],
+        "paper_model_size": config["report"]["paper_model_size"],
+        "experiment": config["name"],
+        "models": {
+            m: {
+                "trained": trained_properties(config, m),
+                "init": config["models"][m]["init"] if m in config["models"] else None,
+            }
+            for m in sorted(models)
+        },
+    }
 
 
 def as_param(job: dict) -> str:

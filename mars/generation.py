@@ -69,17 +69,23 @@ def trained_block_size(path: str | Path) -> int | None:
 
 def encode_prompts(tokenizer, prompts: list[str], chat: bool = True) -> list[list[int]]:
     if chat:
-        return [tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
-                                              tokenize=True, return_dict=False) for p in prompts]
+        return [
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": p}], add_generation_prompt=True, tokenize=True, return_dict=False
+            )
+            for p in prompts
+        ]
     return [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
 
 
-def check_decoding_args(method: str, cache: str, metric: str, tau: float, block_size: int,
-                        cache_block_size: int) -> dict:
+def check_decoding_args(
+    method: str, cache: str, metric: str, tau: float, block_size: int, cache_block_size: int
+) -> dict:
     """:func:`mars.decoding.decoding_settings`, as one ConfigError line for the command line."""
     try:
-        return decoding_settings(tau=tau, block_size=block_size, cache=cache, cache_block_size=cache_block_size,
-                                 metric=metric, method=method)
+        return decoding_settings(
+            tau=tau, block_size=block_size, cache=cache, cache_block_size=cache_block_size, metric=metric, method=method
+        )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -90,8 +96,17 @@ def truncate_at_stop(text: str, stop: list[str]) -> str:
     return text[:cut] if cut >= 0 else text
 
 
-def generate_text(model, tokenizer, prompts: list[str], *, batch_size: int = 16, chat: bool = True,
-                  progress: bool = False, stop: list[str] | None = None, **decode_kwargs) -> list[TextGeneration]:
+def generate_text(
+    model,
+    tokenizer,
+    prompts: list[str],
+    *,
+    batch_size: int = 16,
+    chat: bool = True,
+    progress: bool = False,
+    stop: list[str] | None = None,
+    **decode_kwargs,
+) -> list[TextGeneration]:
     """``stop`` strings end a sequence: their tokenizations stop the decoder early (a stop string can also form
     across other token boundaries, so the decoded text is cut at its first occurrence as well)."""
     stop = [s for s in (stop or []) if s]
@@ -105,18 +120,30 @@ def generate_text(model, tokenizer, prompts: list[str], *, batch_size: int = 16,
     batches = range(0, len(ids), batch_size)
     for start in tqdm(batches, desc="generate", disable=not progress or len(batches) < 2):
         batch = ids[start : start + batch_size]
-        outs = generate(model, batch, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id,
-                        mask_token_id=tokenizer.mask_token_id, **decode_kwargs)
+        outs = generate(
+            model,
+            batch,
+            eos_token_ids=[tokenizer.eos_token_id],
+            pad_token_id=tokenizer.pad_token_id,
+            mask_token_id=tokenizer.mask_token_id,
+            **decode_kwargs,
+        )
         for prompt, out in zip(prompts[start : start + batch_size], outs):
             pieces, at = [], 0
             for n in out.chunks:
                 pieces.append(tokenizer.decode(out.token_ids[at : at + n], skip_special_tokens=False))
                 at += n
-            results.append(TextGeneration(
-                prompt=prompt,
-                text=truncate_at_stop(tokenizer.decode(out.token_ids, skip_special_tokens=True), stop),
-                token_ids=out.token_ids, forwards=out.forwards, tokens_per_forward=out.tokens_per_forward,
-                chunks=out.chunks, chunk_texts=pieces))
+            results.append(
+                TextGeneration(
+                    prompt=prompt,
+                    text=truncate_at_stop(tokenizer.decode(out.token_ids, skip_special_tokens=True), stop),
+                    token_ids=out.token_ids,
+                    forwards=out.forwards,
+                    tokens_per_forward=out.tokens_per_forward,
+                    chunks=out.chunks,
+                    chunk_texts=pieces,
+                )
+            )
     return results
 
 

@@ -60,9 +60,19 @@ MARS_ARGS = ("tau", "block_size", "cache", "cache_block_size", "metric", "method
 class MARSLM(HFLM):
     """lm-eval model ``mars`` (see the module docstring)."""
 
-    def __init__(self, pretrained, tau: float = 1.0, block_size: int | None = None, cache: str | None = None,
-                 cache_block_size: int | None = None, metric: str | None = None, method: str = "mars",
-                 mask_token_id: int | None = None, device: str | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        pretrained,
+        tau: float = 1.0,
+        block_size: int | None = None,
+        cache: str | None = None,
+        cache_block_size: int | None = None,
+        metric: str | None = None,
+        method: str = "mars",
+        mask_token_id: int | None = None,
+        device: str | None = None,
+        **kwargs,
+    ) -> None:
         from mars.config import schema_defaults
         from mars.generation import trained_block_size
 
@@ -72,9 +82,13 @@ class MARSLM(HFLM):
             if block_size is None and method in NEEDS_MASK and float(tau) < 1.0:  # (tau 1 appends no mask)
                 raise ValueError(f"{pretrained} records no trained block size; pass block_size=")
         self.decoding_args = decoding.decoding_settings(
-            tau=tau, block_size=block_size or 1, cache=cache or defaults["cache"],
-            cache_block_size=cache_block_size or defaults["cache_block_size"], metric=metric or defaults["metric"],
-            method=method)
+            tau=tau,
+            block_size=block_size or 1,
+            cache=cache or defaults["cache"],
+            cache_block_size=cache_block_size or defaults["cache_block_size"],
+            metric=metric or defaults["metric"],
+            method=method,
+        )
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         super().__init__(pretrained=pretrained, device=device, **kwargs)
@@ -82,13 +96,19 @@ class MARSLM(HFLM):
             mask_token_id = getattr(self.tokenizer, "mask_token_id", None)
         self.mask_token_id = None if mask_token_id is None else int(mask_token_id)
         if self.decoding_args["method"] in NEEDS_MASK and self.mask_token_id is None:
-            raise ValueError(f"method {self.decoding_args['method']!r} needs a mask token, but the tokenizer of "
-                             f"{pretrained} has none (pass mask_token_id=...)")
+            raise ValueError(
+                f"method {self.decoding_args['method']!r} needs a mask token, but the tokenizer of "
+                f"{pretrained} has none (pass mask_token_id=...)"
+            )
         self.ignored_generation_config = self._generation_config_extras()
         if self.ignored_generation_config:
-            log.warning("%s: its generation_config sets %s, which transformers' generate (the 'hf' model) applies "
-                        "even to greedy decoding; mars.decoding decodes plain greedy, so outputs can differ from "
-                        "'hf' (reset these fields in both to compare)", pretrained, self.ignored_generation_config)
+            log.warning(
+                "%s: its generation_config sets %s, which transformers' generate (the 'hf' model) applies "
+                "even to greedy decoding; mars.decoding decodes plain greedy, so outputs can differ from "
+                "'hf' (reset these fields in both to compare)",
+                pretrained,
+                self.ignored_generation_config,
+            )
         self.reset_stats()
 
     def _generation_config_extras(self) -> dict[str, Any]:
@@ -99,17 +119,37 @@ class MARSLM(HFLM):
         if config is None:
             return {}
         default = GenerationConfig()
-        fields = ("repetition_penalty", "encoder_repetition_penalty", "no_repeat_ngram_size", "bad_words_ids",
-                  "suppress_tokens", "begin_suppress_tokens", "forced_bos_token_id", "forced_eos_token_id",
-                  "min_length", "min_new_tokens", "sequence_bias", "exponential_decay_length_penalty")
-        return {f: getattr(config, f) for f in fields
-                if getattr(config, f, None) is not None and getattr(config, f, None) != getattr(default, f, None)}
+        fields = (
+            "repetition_penalty",
+            "encoder_repetition_penalty",
+            "no_repeat_ngram_size",
+            "bad_words_ids",
+            "suppress_tokens",
+            "begin_suppress_tokens",
+            "forced_bos_token_id",
+            "forced_eos_token_id",
+            "min_length",
+            "min_new_tokens",
+            "sequence_bias",
+            "exponential_decay_length_penalty",
+        )
+        return {
+            f: getattr(config, f)
+            for f in fields
+            if getattr(config, f, None) is not None and getattr(config, f, None) != getattr(default, f, None)
+        }
 
     # ------------------------------------------------------------------------------------------------ stats
 
     def reset_stats(self) -> None:
-        self.decode_stats: dict[str, Any] = {"requests": [], "generated_tokens": 0, "forwards": 0,
-                                             "model_calls": 0, "wall_time_s": 0.0, "batches": 0}
+        self.decode_stats: dict[str, Any] = {
+            "requests": [],
+            "generated_tokens": 0,
+            "forwards": 0,
+            "model_calls": 0,
+            "wall_time_s": 0.0,
+            "batches": 0,
+        }
 
     @property
     def tokens_per_forward(self) -> float:
@@ -118,8 +158,9 @@ class MARSLM(HFLM):
 
     def stats_by_task(self) -> dict[str, dict[str, Any]]:
         """{task: generated_tokens, forwards, tokens_per_forward, requests, wall_time_s, truncated_prompts}."""
-        out: dict[str, dict[str, Any]] = defaultdict(lambda: {"generated_tokens": 0, "forwards": 0, "requests": 0,
-                                                              "wall_time_s": 0.0, "truncated_prompts": 0})
+        out: dict[str, dict[str, Any]] = defaultdict(
+            lambda: {"generated_tokens": 0, "forwards": 0, "requests": 0, "wall_time_s": 0.0, "truncated_prompts": 0}
+        )
         for r in self.decode_stats["requests"]:
             t = out[r["task"]]
             t["generated_tokens"] += r["generated_tokens"]
@@ -133,16 +174,29 @@ class MARSLM(HFLM):
 
     def model_args(self) -> dict[str, Any]:
         """The exact arguments generation runs with (for result files)."""
-        return {**self.decoding_args, "mask_token_id": self.mask_token_id, "pretrained": str(self.pretrained),
-                "batch_size": self.batch_size, "device": str(self.device), "dtype": str(self.model.dtype),
-                "max_length": self.max_length, "eos_token_ids": self._eos_ids(),
-                "pad_token_id": self._pad_id(), "ignored_generation_config": dict(self.ignored_generation_config)}
+        return {
+            **self.decoding_args,
+            "mask_token_id": self.mask_token_id,
+            "pretrained": str(self.pretrained),
+            "batch_size": self.batch_size,
+            "device": str(self.device),
+            "dtype": str(self.model.dtype),
+            "max_length": self.max_length,
+            "eos_token_ids": self._eos_ids(),
+            "pad_token_id": self._pad_id(),
+            "ignored_generation_config": dict(self.ignored_generation_config),
+        }
 
     def get_model_info(self) -> dict:
         """Like HFLM's, without the hub look-up (offline), plus the decoding arguments."""
-        return {"model_num_parameters": sum(p.numel() for p in self._model.parameters()),
-                "model_dtype": str(self._model.dtype), "model_revision": self.revision,
-                "model_sha": "", "mars_decoding": dict(self.decoding_args), "mask_token_id": self.mask_token_id}
+        return {
+            "model_num_parameters": sum(p.numel() for p in self._model.parameters()),
+            "model_dtype": str(self._model.dtype),
+            "model_revision": self.revision,
+            "model_sha": "",
+            "mars_decoding": dict(self.decoding_args),
+            "mask_token_id": self.mask_token_id,
+        }
 
     # ------------------------------------------------------------------------------------------------ generation
 
@@ -185,13 +239,19 @@ class MARSLM(HFLM):
             toks = self.tok_encode(req[0])
             return -len(toks), req[0]
 
-        pbar = tqdm(total=len(requests), disable=(disable_tqdm or (self.rank != 0)),
-                    desc=f"Running generate_until requests [{self.decoding_args['method']} "
-                         f"tau={self.decoding_args['tau']}]")
+        pbar = tqdm(
+            total=len(requests),
+            disable=(disable_tqdm or (self.rank != 0)),
+            desc=f"Running generate_until requests [{self.decoding_args['method']} tau={self.decoding_args['tau']}]",
+        )
         batch_size = self.batch_size if self.batch_size != "auto" else 1  # no OOM probing for generation
         # (context, gen_kwargs, request index): the index ties every output to its Instance for the stats
-        re_ords = Collator([(*req.args[:2], i) for i, req in enumerate(requests)], sort_fn=_collate,
-                           group_by="gen_kwargs", group_fn=lambda x: x[1])
+        re_ords = Collator(
+            [(*req.args[:2], i) for i, req in enumerate(requests)],
+            sort_fn=_collate,
+            group_by="gen_kwargs",
+            group_fn=lambda x: x[1],
+        )
         eos = self.tok_decode(self.eot_token_id, skip_special_tokens=False)
         eos_ids, pad_id = self._eos_ids(), self._pad_id()
         for chunk in re_ords.get_batched(n=int(batch_size), batch_fn=None):
@@ -207,8 +267,10 @@ class MARSLM(HFLM):
                 raise ValueError("`max_length` in generation kwargs is not supported; use `max_gen_toks`")
             max_ctx_len = self.max_length - max_gen_toks
             if max_ctx_len <= 0:
-                raise ValueError(f"Invalid configuration: requested max tokens to generate ({max_gen_toks}) must be "
-                                 f"less than model's maximum sequence length ({self.max_length}).")
+                raise ValueError(
+                    f"Invalid configuration: requested max tokens to generate ({max_gen_toks}) must be "
+                    f"less than model's maximum sequence length ({self.max_length})."
+                )
 
             # HFLM: tok_batch_encode(left padding) cut to the last max_ctx_len columns == each row's last
             # max_ctx_len real tokens; the pads are dropped (ragged rows)
@@ -217,47 +279,67 @@ class MARSLM(HFLM):
             full_lens = [len(f) for f in full]
             prompts = [f[-max_ctx_len:] for f in full]
             if any(n > max_ctx_len for n in full_lens):
-                log.warning("left-truncated %d of %d prompts to %d tokens (max_length %d - max_gen_toks %d), as "
-                            "HFLM does", sum(n > max_ctx_len for n in full_lens), len(full), max_ctx_len,
-                            self.max_length, max_gen_toks)
+                log.warning(
+                    "left-truncated %d of %d prompts to %d tokens (max_length %d - max_gen_toks %d), as HFLM does",
+                    sum(n > max_ctx_len for n in full_lens),
+                    len(full),
+                    max_ctx_len,
+                    self.max_length,
+                    max_gen_toks,
+                )
 
             call_stats: dict = {}
             start = time.perf_counter()
             gens = decoding.generate(
-                self.model, prompts, **self.decoding_args, max_new_tokens=max_gen_toks, eos_token_ids=eos_ids,
-                pad_token_id=pad_id, mask_token_id=self.mask_token_id, stop_sequences=self._token_stops(until),
-                stats=call_stats)
+                self.model,
+                prompts,
+                **self.decoding_args,
+                max_new_tokens=max_gen_toks,
+                eos_token_ids=eos_ids,
+                pad_token_id=pad_id,
+                mask_token_id=self.mask_token_id,
+                stop_sequences=self._token_stops(until),
+                stats=call_stats,
+            )
             wall = time.perf_counter() - start
 
             s = self.decode_stats
             s["batches"] += 1
             s["model_calls"] += int(call_stats.get("model_calls", 0))
             s["wall_time_s"] += wall
-            for gen, context, index, prompt, full_len in zip(gens, contexts, indices, prompts, full_lens,
-                                                              strict=True):
+            for gen, context, index, prompt, full_len in zip(gens, contexts, indices, prompts, full_lens, strict=True):
                 cont_toks = list(gen.token_ids)
                 if isinstance(self.think_end_token, int):
                     marks = [i for i, t in enumerate(cont_toks) if t == self.think_end_token]
                     if marks:
-                        cont_toks = cont_toks[marks[-1] + 1:]
+                        cont_toks = cont_toks[marks[-1] + 1 :]
                 text = self.tok_decode(cont_toks)
                 if isinstance(self.think_end_token, int):
                     text = text.lstrip()
                 text = postprocess_generated_text(
-                    generation=text, stop=until,
-                    think_end_token=self.think_end_token if isinstance(self.think_end_token, str) else None)
+                    generation=text,
+                    stop=until,
+                    think_end_token=self.think_end_token if isinstance(self.think_end_token, str) else None,
+                )
                 res.append(text)
 
                 req = requests[index]
                 s["generated_tokens"] += len(gen.token_ids)
                 s["forwards"] += gen.forwards
-                s["requests"].append({
-                    "task": getattr(req, "task_name", None), "doc_id": getattr(req, "doc_id", None),
-                    "prompt_tokens": len(prompt), "truncated": len(prompt) < full_len,
-                    "generated_tokens": len(gen.token_ids), "forwards": gen.forwards,
-                    "tokens_per_forward": gen.tokens_per_forward, "chunks": list(gen.chunks),
-                    "token_ids": list(gen.token_ids),
-                    "wall_time_s": wall / len(gens)})
+                s["requests"].append(
+                    {
+                        "task": getattr(req, "task_name", None),
+                        "doc_id": getattr(req, "doc_id", None),
+                        "prompt_tokens": len(prompt),
+                        "truncated": len(prompt) < full_len,
+                        "generated_tokens": len(gen.token_ids),
+                        "forwards": gen.forwards,
+                        "tokens_per_forward": gen.tokens_per_forward,
+                        "chunks": list(gen.chunks),
+                        "token_ids": list(gen.token_ids),
+                        "wall_time_s": wall / len(gens),
+                    }
+                )
                 self.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
                 pbar.update(1)
         res = re_ords.get_original(res)

@@ -43,8 +43,9 @@ def _retry(fn, *args, **kwargs):
 
 def git_commit() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).resolve().parent
+        )
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -61,7 +62,7 @@ def _store_creation_lock(uri: str):
     if not uri.startswith("sqlite:///"):
         yield
         return
-    path = Path(uri[len("sqlite:///"):])
+    path = Path(uri[len("sqlite:///") :])
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -83,8 +83,10 @@ def build_dataset(records: list[dict], tokenizer, spec: TrainSpec) -> Dataset:
     if spec.method == "lm":  # plain LM on the chat-formatted corpus: every token carries loss
         rows = [{"messages": prompt_messages(r) + [{"role": "assistant", "content": r["response"]}]} for r in records]
     else:
-        rows = [{"prompt": prompt_messages(r), "completion": [{"role": "assistant", "content": r["response"]}]}
-                for r in records]
+        rows = [
+            {"prompt": prompt_messages(r), "completion": [{"role": "assistant", "content": r["response"]}]}
+            for r in records
+        ]
     return Dataset.from_list(rows)
 
 
@@ -121,17 +123,39 @@ def sft_config(spec: TrainSpec, work_dir: Path) -> SFTConfig:
 
 def make_trainer(spec: TrainSpec, model, tokenizer, dataset: Dataset, work_dir: Path, callbacks=()):
     args = sft_config(spec, work_dir)
-    common = dict(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                  callbacks=list(callbacks), sort_micro_batches=spec.sort_micro_batches)
+    common = dict(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=list(callbacks),
+        sort_micro_batches=spec.sort_micro_batches,
+    )
     if spec.method in ("lm", "ar"):
         return ARTrainer(**common)
-    return MARSTrainer(**common, mask_token_id=tokenizer.mask_token_id, block_size=spec.block_size,
-                       variant=spec.variant, w_ar=spec.w_ar, masking_seed=spec.seed)
+    return MARSTrainer(
+        **common,
+        mask_token_id=tokenizer.mask_token_id,
+        block_size=spec.block_size,
+        variant=spec.variant,
+        w_ar=spec.w_ar,
+        masking_seed=spec.seed,
+    )
 
 
-def train(spec: TrainSpec, *, init: str, data_dir: str, output: str, experiment: str = "default",
-          run_name: str | None = None, results_dir: str = "results", tags: dict | None = None,
-          mask_token: str | None = None, abort_after_step: int | None = None) -> dict:
+def train(
+    spec: TrainSpec,
+    *,
+    init: str,
+    data_dir: str,
+    output: str,
+    experiment: str = "default",
+    run_name: str | None = None,
+    results_dir: str = "results",
+    tags: dict | None = None,
+    mask_token: str | None = None,
+    abort_after_step: int | None = None,
+) -> dict:
     """Train one model; returns the final metrics. Raises ConfigError on bad input before writing anything."""
     check_spec(spec)
     output_path = Path(output)
@@ -154,9 +178,14 @@ def train(spec: TrainSpec, *, init: str, data_dir: str, output: str, experiment:
     if abort_after_step is not None:
         callbacks.append(AbortAfterStep(abort_after_step))
     started = time.time()
-    with mlflow_run(experiment, run_name or output_path.name, results_dir=results_dir, run_id=run_id,
-                    tags={"kind": "train", "method": spec.method, **(tags or {})},
-                    params={**spec.to_dict(), "init": init}) as mlflow:
+    with mlflow_run(
+        experiment,
+        run_name or output_path.name,
+        results_dir=results_dir,
+        run_id=run_id,
+        tags={"kind": "train", "method": spec.method, **(tags or {})},
+        params={**spec.to_dict(), "init": init},
+    ) as mlflow:
         run_file.write_text(mlflow.active_run().info.run_id)
         trainer = make_trainer(spec, model, tokenizer, dataset, work_dir, callbacks)
         result = trainer.train(resume_from_checkpoint=last)
@@ -180,9 +209,15 @@ def train(spec: TrainSpec, *, init: str, data_dir: str, output: str, experiment:
         shutil.rmtree(tmp, ignore_errors=True)
         trainer.model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        run_config = {"spec": spec.to_dict(), "init": init, "data_dir": str(data_dir), "experiment": experiment,
-                      "spec_hash": config_hash(spec.to_dict()), "mlflow_run_id": mlflow.active_run().info.run_id,
-                      "log_history": trainer.state.log_history}
+        run_config = {
+            "spec": spec.to_dict(),
+            "init": init,
+            "data_dir": str(data_dir),
+            "experiment": experiment,
+            "spec_hash": config_hash(spec.to_dict()),
+            "mlflow_run_id": mlflow.active_run().info.run_id,
+            "log_history": trainer.state.log_history,
+        }
         (tmp / "run_config.json").write_text(json.dumps(run_config, indent=2, default=str))
         (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
         mlflow.log_artifact(str(tmp / "run_config.json"))

@@ -45,7 +45,7 @@ class StepSortedSampler(Sampler[int]):
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
         order = torch.randperm(len(self.lengths), generator=generator).tolist()
         for start in range(0, len(order), self.step_size):
-            yield from sorted(order[start:start + self.step_size], key=lambda i: (self.lengths[i], i))
+            yield from sorted(order[start : start + self.step_size], key=lambda i: (self.lengths[i], i))
 
 
 class ARTrainer(SFTTrainer):
@@ -67,8 +67,17 @@ class MARSTrainer(ARTrainer):
     # compute_loss divides by the token count of the whole accumulated batch, so training_step must not divide again.
     loss_is_scaled_for_ga = True
 
-    def __init__(self, *args, mask_token_id: int, block_size: int, variant: str = "mars", w_ar: float = 1.0,
-                 masking_seed: int = 0, trim_noisy_prefix: bool = True, **kwargs):
+    def __init__(
+        self,
+        *args,
+        mask_token_id: int,
+        block_size: int,
+        variant: str = "mars",
+        w_ar: float = 1.0,
+        masking_seed: int = 0,
+        trim_noisy_prefix: bool = True,
+        **kwargs,
+    ):
         if variant == "block_diffusion" and w_ar:
             raise ValueError("block diffusion has unshifted logits and no AR loss: set w_ar to 0")
         self.mask_token_id = mask_token_id

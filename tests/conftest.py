@@ -30,8 +30,17 @@ def small_init(tmp_path_factory) -> Path:
     records = arithmetic_records(64)
     write_jsonl(root / "data" / "train.jsonl", records)
     tokenizer = train_tokenizer([r["prompt"] + "\n" + r["response"] for r in records], 300)
-    model = tiny_model(tokenizer, {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                                   "num_attention_heads": 4, "num_key_value_heads": 2}, seed=0)
+    model = tiny_model(
+        tokenizer,
+        {
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+        },
+        seed=0,
+    )
     model.save_pretrained(root / "init")
     tokenizer.save_pretrained(root / "init")
     return root
@@ -50,9 +59,20 @@ def _mlflow_store(tmp_path_factory):
         os.environ["MLFLOW_TRACKING_URI"] = previous
 
 
-TRAINED_WORLD = {"kind": "tiny", "seed": 0, "train_per_family": 60, "test_per_family": 8, "vocab_size": 500,
-                 "model": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-                           "num_attention_heads": 4, "num_key_value_heads": 2}}
+TRAINED_WORLD = {
+    "kind": "tiny",
+    "seed": 0,
+    "train_per_family": 60,
+    "test_per_family": 8,
+    "vocab_size": 500,
+    "model": {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+    },
+}
 
 
 @pytest.fixture(scope="session")
@@ -69,11 +89,22 @@ def trained_tiny(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("trained_tiny")
     world = root / "world"
     build_world(TRAINED_WORLD, world)
-    common = dict(learning_rate=3e-3, batch_size=16, max_length=192, warmup_ratio=0.0, save_steps=1000,
-                  logging_steps=20, seed=0)
+    common = dict(
+        learning_rate=3e-3, batch_size=16, max_length=192, warmup_ratio=0.0, save_steps=1000, logging_steps=20, seed=0
+    )
     data = str(world / "data")
-    train(TrainSpec(method="ar", init="world", epochs=6, **common), init=str(world / "init"), data_dir=data,
-          output=str(root / "ar"), experiment="fixtures")
-    train(TrainSpec(method="mars", init="ar", block_size=4, epochs=3, **common), init=str(root / "ar"),
-          data_dir=data, output=str(root / "mars"), experiment="fixtures")
+    train(
+        TrainSpec(method="ar", init="world", epochs=6, **common),
+        init=str(world / "init"),
+        data_dir=data,
+        output=str(root / "ar"),
+        experiment="fixtures",
+    )
+    train(
+        TrainSpec(method="mars", init="ar", block_size=4, epochs=3, **common),
+        init=str(root / "ar"),
+        data_dir=data,
+        output=str(root / "mars"),
+        experiment="fixtures",
+    )
     return {"world": world, "ar": root / "ar", "mars": root / "mars"}

@@ -28,20 +28,36 @@ def write_config(tmp_path, **model_overrides):
 
 def run_train(tmp_path, capsys, config, init, data):
     out = tmp_path / "out"
-    code = main(["train", "--config", str(config), "--model", "m", "--init", str(init), "--data", str(data),
-                 "--output", str(out)])
+    code = main(
+        [
+            "train",
+            "--config",
+            str(config),
+            "--model",
+            "m",
+            "--init",
+            str(init),
+            "--data",
+            str(data),
+            "--output",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
     assert "Traceback" not in err
     return code, [line for line in err.splitlines() if line.startswith("error:")], out
 
 
-@pytest.mark.parametrize("override,needle", [
-    ({"block_size": 0}, "block_size"),
-    ({"method": "diffusion"}, "method"),
-    ({"attention": "sideways"}, "attention"),
-    ({"epochs": -1}, "epochs"),
-    ({"init": "nonexistent_entry"}, "init"),
-])
+@pytest.mark.parametrize(
+    "override,needle",
+    [
+        ({"block_size": 0}, "block_size"),
+        ({"method": "diffusion"}, "method"),
+        ({"attention": "sideways"}, "attention"),
+        ({"epochs": -1}, "epochs"),
+        ({"init": "nonexistent_entry"}, "init"),
+    ],
+)
 def test_bad_config_values(tmp_path, capsys, small_init, override, needle):
     config = write_config(tmp_path, **override)
     code, err, out = run_train(tmp_path, capsys, config, small_init / "init", small_init / "data")
@@ -51,8 +67,9 @@ def test_bad_config_values(tmp_path, capsys, small_init, override, needle):
 
 
 def test_missing_init_checkpoint(tmp_path, capsys, small_init):
-    code, err, out = run_train(tmp_path, capsys, write_config(tmp_path), tmp_path / "no" / "such" / "ckpt",
-                               small_init / "data")
+    code, err, out = run_train(
+        tmp_path, capsys, write_config(tmp_path), tmp_path / "no" / "such" / "ckpt", small_init / "data"
+    )
     assert code == 2 and len(err) == 1 and "init checkpoint" in err[0]
     assert not out.exists()
 
@@ -91,8 +108,21 @@ def test_missing_config_file_and_unknown_model(tmp_path, capsys, small_init):
     code, err, out = run_train(tmp_path, capsys, tmp_path / "missing.yaml", small_init / "init", small_init / "data")
     assert code == 2 and len(err) == 1 and "not found" in err[0]
     config = write_config(tmp_path)
-    code = main(["train", "--config", str(config), "--model", "zzz", "--init", str(small_init / "init"),
-                 "--data", str(small_init / "data"), "--output", str(tmp_path / "out")])
+    code = main(
+        [
+            "train",
+            "--config",
+            str(config),
+            "--model",
+            "zzz",
+            "--init",
+            str(small_init / "init"),
+            "--data",
+            str(small_init / "data"),
+            "--output",
+            str(tmp_path / "out"),
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "unknown model 'zzz'" in err[0]
 
@@ -108,8 +138,9 @@ def test_shipped_configs_validate():
 
 
 def test_missing_split_file(tmp_path, capsys, small_init):
-    code, err, out = run_train(tmp_path, capsys, write_config(tmp_path, split="pretrain"), small_init / "init",
-                               small_init / "data")
+    code, err, out = run_train(
+        tmp_path, capsys, write_config(tmp_path, split="pretrain"), small_init / "init", small_init / "data"
+    )
     assert code == 2 and len(err) == 1 and "pretrain.jsonl" in err[0]
     assert not out.exists()
 
@@ -119,8 +150,9 @@ def test_training_reads_the_entry_split(tmp_path, capsys, small_init):
     data = tmp_path / "data"
     shutil.copytree(small_init / "data", data)
     (data / "train.jsonl").rename(data / "pretrain.jsonl")
-    code, err, out = run_train(tmp_path, capsys, write_config(tmp_path, split="pretrain", method="lm"),
-                               small_init / "init", data)
+    code, err, out = run_train(
+        tmp_path, capsys, write_config(tmp_path, split="pretrain", method="lm"), small_init / "init", data
+    )
     assert code == 0 and not err
     run_config = json.loads((out / "run_config.json").read_text())
     assert run_config["spec"]["split"] == "pretrain"

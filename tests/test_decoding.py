@@ -37,9 +37,17 @@ VOCAB = 300
 
 def make_model(impl: str, seed: int = 0) -> Qwen2ForCausalLM:
     torch.manual_seed(seed)
-    cfg = Qwen2Config(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                      tie_word_embeddings=False, attn_implementation=impl)
+    cfg = Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+        attn_implementation=impl,
+    )
     model = Qwen2ForCausalLM(cfg).to(torch.float32).eval()
     assert model.config._attn_implementation == impl
     return model
@@ -48,7 +56,7 @@ def make_model(impl: str, seed: int = 0) -> Qwen2ForCausalLM:
 def ragged_prompts(n: int = 10, seed: int = 1) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed)
     lens = [1, 12] + torch.randint(1, 13, (n - 2,), generator=g).tolist()
-    return [torch.randint(3, VOCAB, (int(l),), generator=g).tolist() for l in lens]
+    return [torch.randint(3, VOCAB, (int(n),), generator=g).tolist() for n in lens]
 
 
 def hf_greedy(model, prompts, max_new_tokens, eos_id):
@@ -57,9 +65,16 @@ def hf_greedy(model, prompts, max_new_tokens, eos_id):
     ids = torch.tensor([[PAD] * (L - len(p)) + p for p in prompts])
     attn = torch.tensor([[0] * (L - len(p)) + [1] * len(p) for p in prompts])
     with torch.no_grad():
-        out = model.generate(input_ids=ids, attention_mask=attn, do_sample=False, max_new_tokens=max_new_tokens,
-                             eos_token_id=eos_id, pad_token_id=PAD, return_dict_in_generate=True,
-                             output_logits=True)
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=attn,
+            do_sample=False,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=eos_id,
+            pad_token_id=PAD,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
     res = []
     for i, row in enumerate(out.sequences[:, L:].tolist()):
         row = row[: row.index(eos_id) + 1] if eos_id in row else row
@@ -134,8 +149,18 @@ def _trained_model(impl: str) -> Qwen2ForCausalLM:
     return model.eval()
 
 
-TRAINED_PROMPTS = [[20, 22, 24], [100, 101], [30, 33, 36, 39], [200], [50, 51, 52, 53, 54], [11, 13], [140, 143],
-                   [7], [236, 239, 242], [244, 245, 246, 247]]
+TRAINED_PROMPTS = [
+    [20, 22, 24],
+    [100, 101],
+    [30, 33, 36, 39],
+    [200],
+    [50, 51, 52, 53, 54],
+    [11, 13],
+    [140, 143],
+    [7],
+    [236, 239, 242],
+    [244, 245, 246, 247],
+]
 
 
 def naive_mars(model, prompt, *, B, tau, metric, max_new_tokens, eos_ids, stops=()):
@@ -167,7 +192,7 @@ def naive_mars(model, prompt, *, B, tau, metric, max_new_tokens, eos_ids, stops=
             seq.append(t)
             gen.append(t)
             k += 1
-            if t in eos_ids or any(gen[-len(s):] == list(s) for s in stops) or len(gen) == max_new_tokens:
+            if t in eos_ids or any(gen[-len(s) :] == list(s) for s in stops) or len(gen) == max_new_tokens:
                 done = True
                 break
         chunks.append(k)
@@ -207,8 +232,17 @@ ONE_TOKEN_CONFIGS = [
 def test_one_token_mode_equals_hf_greedy(impl, cfg):
     model, prompts, eos, ref = random_setup(impl)
     stats = {}
-    gens = generate(model, prompts, tau=1.0, max_new_tokens=24, eos_token_ids=[eos], pad_token_id=PAD,
-                    mask_token_id=MASK, stats=stats, **cfg)
+    gens = generate(
+        model,
+        prompts,
+        tau=1.0,
+        max_new_tokens=24,
+        eos_token_ids=[eos],
+        pad_token_id=PAD,
+        mask_token_id=MASK,
+        stats=stats,
+        **cfg,
+    )
     assert [g.token_ids for g in gens] == ref
     check_counts(gens, 24, stats)
     if cfg["method"] in ("mars", "ar"):
@@ -231,8 +265,17 @@ def test_one_token_mode_appends_no_masks():
     mask_id = next(t for t in range(3, VOCAB) if t not in used)  # an id that no real token of the run uses
     model.forward = spy
     try:
-        gens = generate(model, prompts, method="mars", tau=1.0, block_size=8, max_new_tokens=24,
-                        eos_token_ids=[eos], pad_token_id=PAD, mask_token_id=mask_id)
+        gens = generate(
+            model,
+            prompts,
+            method="mars",
+            tau=1.0,
+            block_size=8,
+            max_new_tokens=24,
+            eos_token_ids=[eos],
+            pad_token_id=PAD,
+            mask_token_id=mask_id,
+        )
     finally:
         del model.forward
     assert [g.token_ids for g in gens] == ref
@@ -251,8 +294,18 @@ def test_jacobi_on_trained_model_is_exact():
     ref = hf_greedy(model, TRAINED_PROMPTS, 30, eos_id=EOS)
     for cache in ("cursor", "none", "block"):
         stats = {}
-        gens = generate(model, TRAINED_PROMPTS, method="jacobi", block_size=4, cache=cache, cache_block_size=4,
-                        max_new_tokens=30, eos_token_ids=[EOS], pad_token_id=PAD, stats=stats)
+        gens = generate(
+            model,
+            TRAINED_PROMPTS,
+            method="jacobi",
+            block_size=4,
+            cache=cache,
+            cache_block_size=4,
+            max_new_tokens=30,
+            eos_token_ids=[EOS],
+            pad_token_id=PAD,
+            stats=stats,
+        )
         assert [g.token_ids for g in gens] == ref
         check_counts(gens, 30, stats)
 
@@ -267,13 +320,26 @@ def test_caches_match_uncached_and_naive_reference(impl, metric):
     model = trained_model(impl)
     multi = False
     for tau in (0.95, 0.7, 0.5, 0.1):
-        expect = [naive_mars(model, p, B=4, tau=tau, metric=metric, max_new_tokens=40, eos_ids={EOS})
-                  for p in TRAINED_PROMPTS]
+        expect = [
+            naive_mars(model, p, B=4, tau=tau, metric=metric, max_new_tokens=40, eos_ids={EOS}) for p in TRAINED_PROMPTS
+        ]
         for cache, C in (("none", 32), ("cursor", 32), ("block", 1), ("block", 4), ("block", 32)):
             stats = {}
-            gens = generate(model, TRAINED_PROMPTS, method="mars", block_size=4, tau=tau, metric=metric,
-                            cache=cache, cache_block_size=C, max_new_tokens=40, eos_token_ids=[EOS],
-                            pad_token_id=PAD, mask_token_id=MASK, stats=stats)
+            gens = generate(
+                model,
+                TRAINED_PROMPTS,
+                method="mars",
+                block_size=4,
+                tau=tau,
+                metric=metric,
+                cache=cache,
+                cache_block_size=C,
+                max_new_tokens=40,
+                eos_token_ids=[EOS],
+                pad_token_id=PAD,
+                mask_token_id=MASK,
+                stats=stats,
+            )
             assert [(g.token_ids, g.chunks) for g in gens] == expect, (tau, cache, C)
             check_counts(gens, 40, stats)
             multi |= any(c > 1 for g in gens for c in g.chunks)
@@ -297,12 +363,24 @@ def test_unpadded_batches_take_the_dense_path_and_stay_exact(monkeypatch):
     same_length = [p[-length:] for p in TRAINED_PROMPTS]
     for tau in (1.0, 0.7):
         for prompts in ([TRAINED_PROMPTS[0]], [TRAINED_PROMPTS[1]], same_length):
-            expect = [naive_mars(model, p, B=4, tau=tau, metric="probability", max_new_tokens=30, eos_ids={EOS})
-                      for p in prompts]
+            expect = [
+                naive_mars(model, p, B=4, tau=tau, metric="probability", max_new_tokens=30, eos_ids={EOS})
+                for p in prompts
+            ]
             for cache in ("none", "cursor"):
                 calls.update(dense=0, masked=0)
-                gens = D.generate(model, prompts, method="mars", block_size=4, tau=tau, cache=cache,
-                                  max_new_tokens=30, eos_token_ids=[EOS], pad_token_id=PAD, mask_token_id=MASK)
+                gens = D.generate(
+                    model,
+                    prompts,
+                    method="mars",
+                    block_size=4,
+                    tau=tau,
+                    cache=cache,
+                    max_new_tokens=30,
+                    eos_token_ids=[EOS],
+                    pad_token_id=PAD,
+                    mask_token_id=MASK,
+                )
                 assert [(g.token_ids, g.chunks) for g in gens] == expect, (tau, cache, len(prompts))
                 if len(prompts) == 1 or tau == 1.0:  # no row ever pads (at tau < 1 rows may accept unevenly)
                     assert calls == {"dense": max(g.forwards for g in gens), "masked": 0}
@@ -314,8 +392,17 @@ def test_lower_tau_gives_more_tokens_per_forward():
     model = trained_model()
     tpf = []
     for tau in (1.0, 0.9, 0.5, 0.1):
-        gens = generate(model, TRAINED_PROMPTS, method="mars", block_size=4, tau=tau, max_new_tokens=40,
-                        eos_token_ids=[EOS], pad_token_id=PAD, mask_token_id=MASK)
+        gens = generate(
+            model,
+            TRAINED_PROMPTS,
+            method="mars",
+            block_size=4,
+            tau=tau,
+            max_new_tokens=40,
+            eos_token_ids=[EOS],
+            pad_token_id=PAD,
+            mask_token_id=MASK,
+        )
         tpf.append(sum(len(g.token_ids) for g in gens) / sum(g.forwards for g in gens))
     assert tpf[0] == 1.0
     assert tpf == sorted(tpf) and tpf[-1] > 2.0
@@ -324,16 +411,40 @@ def test_lower_tau_gives_more_tokens_per_forward():
 def test_block_size_one_and_eight():
     model = trained_model()
     for B in (1, 8):
-        expect = [naive_mars(model, p, B=B, tau=0.3, metric="probability", max_new_tokens=40, eos_ids={EOS})
-                  for p in TRAINED_PROMPTS]
+        expect = [
+            naive_mars(model, p, B=B, tau=0.3, metric="probability", max_new_tokens=40, eos_ids={EOS})
+            for p in TRAINED_PROMPTS
+        ]
         for cache in ("cursor", "block"):
-            gens = generate(model, TRAINED_PROMPTS, method="mars", block_size=B, tau=0.3, cache=cache,
-                            cache_block_size=4, max_new_tokens=40, eos_token_ids=[EOS], pad_token_id=PAD,
-                            mask_token_id=MASK)
+            gens = generate(
+                model,
+                TRAINED_PROMPTS,
+                method="mars",
+                block_size=B,
+                tau=0.3,
+                cache=cache,
+                cache_block_size=4,
+                max_new_tokens=40,
+                eos_token_ids=[EOS],
+                pad_token_id=PAD,
+                mask_token_id=MASK,
+            )
             assert [(g.token_ids, g.chunks) for g in gens] == expect
-    assert all(c == 1 for g in generate(model, TRAINED_PROMPTS, method="mars", block_size=1, tau=0.1,
-                                        max_new_tokens=10, eos_token_ids=[EOS], pad_token_id=PAD,
-                                        mask_token_id=MASK) for c in g.chunks)
+    assert all(
+        c == 1
+        for g in generate(
+            model,
+            TRAINED_PROMPTS,
+            method="mars",
+            block_size=1,
+            tau=0.1,
+            max_new_tokens=10,
+            eos_token_ids=[EOS],
+            pad_token_id=PAD,
+            mask_token_id=MASK,
+        )
+        for c in g.chunks
+    )
 
 
 def test_cursor_cache_compaction_is_exact(monkeypatch):
@@ -348,12 +459,24 @@ def test_cursor_cache_compaction_is_exact(monkeypatch):
         calls.append(before - self.length)
 
     monkeypatch.setattr(decoding.KVCache, "maybe_compact", always)
-    expect = [naive_mars(model, p, B=4, tau=0.2, metric="probability", max_new_tokens=40, eos_ids={EOS})
-              for p in TRAINED_PROMPTS]
+    expect = [
+        naive_mars(model, p, B=4, tau=0.2, metric="probability", max_new_tokens=40, eos_ids={EOS})
+        for p in TRAINED_PROMPTS
+    ]
     for cache in ("cursor", "block"):
-        gens = generate(model, TRAINED_PROMPTS, method="mars", block_size=4, tau=0.2, cache=cache,
-                        cache_block_size=2, max_new_tokens=40, eos_token_ids=[EOS], pad_token_id=PAD,
-                        mask_token_id=MASK)
+        gens = generate(
+            model,
+            TRAINED_PROMPTS,
+            method="mars",
+            block_size=4,
+            tau=0.2,
+            cache=cache,
+            cache_block_size=2,
+            max_new_tokens=40,
+            eos_token_ids=[EOS],
+            pad_token_id=PAD,
+            mask_token_id=MASK,
+        )
         assert [(g.token_ids, g.chunks) for g in gens] == expect
     assert any(c > 0 for c in calls), "compaction never removed a slot"
 
@@ -371,8 +494,19 @@ def test_block_cache_commits_whole_cache_blocks(monkeypatch):
 
     monkeypatch.setattr(decoding.KVCache, "commit", spy)
     C = 3
-    generate(model, TRAINED_PROMPTS, method="mars", block_size=4, tau=0.3, cache="block", cache_block_size=C,
-             max_new_tokens=40, eos_token_ids=[EOS], pad_token_id=PAD, mask_token_id=MASK)
+    generate(
+        model,
+        TRAINED_PROMPTS,
+        method="mars",
+        block_size=4,
+        tau=0.3,
+        cache="block",
+        cache_block_size=C,
+        max_new_tokens=40,
+        eos_token_ids=[EOS],
+        pad_token_id=PAD,
+        mask_token_id=MASK,
+    )
     assert log[0][0] == max(map(len, TRAINED_PROMPTS))  # prefill: prompt (+ its pad slots) committed
     later = log[1:]
     assert {k for k, _, _ in later} == {0, C}
@@ -388,8 +522,18 @@ def test_eos_row_stops_while_others_continue():
     prompts = [[244, 245, 246, 247], [20, 21], [30, 32, 34]]  # the first runs into 250 -> EOS quickly
     for method, kw in (("mars", dict(tau=0.3)), ("ar", {}), ("jacobi", {}), ("mars", dict(tau=1.0))):
         stats = {}
-        gens = generate(model, prompts, method=method, block_size=4, max_new_tokens=30, eos_token_ids=[EOS],
-                        pad_token_id=PAD, mask_token_id=MASK, stats=stats, **kw)
+        gens = generate(
+            model,
+            prompts,
+            method=method,
+            block_size=4,
+            max_new_tokens=30,
+            eos_token_ids=[EOS],
+            pad_token_id=PAD,
+            mask_token_id=MASK,
+            stats=stats,
+            **kw,
+        )
         first = gens[0].token_ids
         assert first[-1] == EOS and EOS not in first[:-1] and len(first) < 10
         assert all(len(g.token_ids) == 30 and EOS not in g.token_ids for g in gens[1:])
@@ -403,15 +547,28 @@ def test_budget_never_exceeded(max_new, method):
     model = trained_model()
     for cache in ("none", "cursor", "block"):
         stats = {}
-        gens = generate(model, TRAINED_PROMPTS, method=method, block_size=4, tau=0.05, cache=cache,
-                        cache_block_size=2, max_new_tokens=max_new, eos_token_ids=[EOS], pad_token_id=PAD,
-                        mask_token_id=MASK, stats=stats)
+        gens = generate(
+            model,
+            TRAINED_PROMPTS,
+            method=method,
+            block_size=4,
+            tau=0.05,
+            cache=cache,
+            cache_block_size=2,
+            max_new_tokens=max_new,
+            eos_token_ids=[EOS],
+            pad_token_id=PAD,
+            mask_token_id=MASK,
+            stats=stats,
+        )
         for g in gens:
             assert len(g.token_ids) == max_new or g.token_ids[-1] == EOS
         check_counts(gens, max_new, stats)
         if method == "mars":
-            expect = [naive_mars(model, p, B=4, tau=0.05, metric="probability", max_new_tokens=max_new,
-                                 eos_ids={EOS}) for p in TRAINED_PROMPTS]
+            expect = [
+                naive_mars(model, p, B=4, tau=0.05, metric="probability", max_new_tokens=max_new, eos_ids={EOS})
+                for p in TRAINED_PROMPTS
+            ]
             assert [(g.token_ids, g.chunks) for g in gens] == expect
     if max_new == 7 and method != "jacobi":
         assert any(c > 1 for g in gens for c in g.chunks)
@@ -427,8 +584,15 @@ def test_max_new_tokens_zero_returns_empty():
 def test_stop_sequences_end_a_row(method):
     model = trained_model()
     prompts = [[20, 22, 24], [100, 101], [30, 33, 36, 39]]
-    kw = dict(method=method, block_size=4, tau=0.3, max_new_tokens=30, eos_token_ids=[EOS], pad_token_id=PAD,
-              mask_token_id=MASK)
+    kw = dict(
+        method=method,
+        block_size=4,
+        tau=0.3,
+        max_new_tokens=30,
+        eos_token_ids=[EOS],
+        pad_token_id=PAD,
+        mask_token_id=MASK,
+    )
     free = generate(model, prompts, **kw)
     stop = free[0].token_ids[4:6]  # a 2-token suffix that row 0 produces
     gens = generate(model, prompts, stop_sequences=[stop, [299, 298, 297]], **kw)
@@ -438,8 +602,19 @@ def test_stop_sequences_end_a_row(method):
         assert g.token_ids == (ft[:cut] if cut else ft)
     assert gens[0].token_ids[-2:] == stop and len(gens[0].token_ids) <= 6
     if method == "mars":
-        expect = [naive_mars(model, p, B=4, tau=0.3, metric="probability", max_new_tokens=30, eos_ids={EOS},
-                             stops=[stop, [299, 298, 297]]) for p in prompts]
+        expect = [
+            naive_mars(
+                model,
+                p,
+                B=4,
+                tau=0.3,
+                metric="probability",
+                max_new_tokens=30,
+                eos_ids={EOS},
+                stops=[stop, [299, 298, 297]],
+            )
+            for p in prompts
+        ]
         assert [(g.token_ids, g.chunks) for g in gens] == expect
 
 
@@ -475,16 +650,22 @@ def naive_block_diffusion(model, prompt, *, B, tau, metric, max_new_tokens, eos_
         allowed = torch.tensor([[k // B <= q // B for k in range(T)] for q in range(T)])
         mask = torch.where(allowed, 0.0, torch.finfo(torch.float32).min)[None, None]
         with torch.no_grad():
-            logits = model(input_ids=torch.tensor([seq]), attention_mask=mask,
-                           position_ids=torch.arange(T)[None]).logits[0].float()
+            logits = (
+                model(input_ids=torch.tensor([seq]), attention_mask=mask, position_ids=torch.arange(T)[None])
+                .logits[0]
+                .float()
+            )
         forwards += 1
         eos_at = [p for p in range(lo, hi) if p in known and known[p] in eos_ids]
         limit = min([hi, n0 + max_new_tokens] + [p + 1 for p in eos_at])
         todo = [p for p in range(max(lo, n0), limit) if p not in known]
         probs = logits.softmax(-1)
         top = probs.topk(2, -1).values
-        conf = {"probability": top[:, 0], "margin": top[:, 0] - top[:, 1],
-                "entropy": torch.exp((probs * probs.clamp_min(1e-45).log()).sum(-1))}[metric]
+        conf = {
+            "probability": top[:, 0],
+            "margin": top[:, 0] - top[:, 1],
+            "entropy": torch.exp((probs * probs.clamp_min(1e-45).log()).sum(-1)),
+        }[metric]
         best = max(todo, key=lambda p: (float(conf[p]), -p))
         pick = [best] if tau >= 1.0 else sorted({best} | {p for p in todo if conf[p] >= tau})
         # away from float-noise ties: runner-up confidence, tau, top-2 logits of the unmasked positions
@@ -497,21 +678,29 @@ def naive_block_diffusion(model, prompt, *, B, tau, metric, max_new_tokens, eos_
             step_of[p] = forwards - 1
 
 
-@pytest.mark.parametrize("tau,metric", [(1.0, "probability"), (0.3, "probability"), (0.05, "margin"),
-                                        (0.2, "entropy")])
+@pytest.mark.parametrize("tau,metric", [(1.0, "probability"), (0.3, "probability"), (0.05, "margin"), (0.2, "entropy")])
 def test_block_diffusion_matches_naive_reference(tau, metric):
     # The trained model, not the random one: a random model's masked positions of one block have near-equal
     # confidences (~1/V each), so "the most confident position" is decided by float noise.
     # It is trained right-shifted, so its block-diffusion output is gibberish that rarely contains the synthetic
     # EOS: the EOS id is picked among the tokens it does produce, so that some rows end early.
     model = trained_model()
-    kw = dict(method="block_diffusion", block_size=4, tau=tau, metric=metric, max_new_tokens=20, pad_token_id=PAD,
-              mask_token_id=MASK)
+    kw = dict(
+        method="block_diffusion",
+        block_size=4,
+        tau=tau,
+        metric=metric,
+        max_new_tokens=20,
+        pad_token_id=PAD,
+        mask_token_id=MASK,
+    )
     eos = pick_eos([g.token_ids for g in generate(model, TRAINED_PROMPTS, eos_token_ids=[NEVER], **kw)])
     stats = {}
     gens = generate(model, TRAINED_PROMPTS, eos_token_ids=[eos], stats=stats, **kw)
-    expect = [naive_block_diffusion(model, p, B=4, tau=tau, metric=metric, max_new_tokens=20, eos_ids={eos})
-              for p in TRAINED_PROMPTS]
+    expect = [
+        naive_block_diffusion(model, p, B=4, tau=tau, metric=metric, max_new_tokens=20, eos_ids={eos})
+        for p in TRAINED_PROMPTS
+    ]
     assert [(g.token_ids, g.forwards, g.chunks) for g in gens] == expect
     check_counts(gens, 20, stats)
     assert any(g.token_ids[-1] == eos and len(g.token_ids) < 20 for g in gens)
@@ -526,24 +715,28 @@ def test_block_diffusion_matches_naive_reference(tau, metric):
 # 6. argument validation
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(tau=0.0), "tau"),
-    (dict(tau=1.5), "tau"),
-    (dict(tau=-0.1), "tau"),
-    (dict(block_size=0), "block_size"),
-    (dict(method="beam"), "method"),
-    (dict(cache="paged"), "cache"),
-    (dict(metric="logit"), "metric"),
-    (dict(mask_token_id=None), "mask_token_id"),
-    (dict(method="block_diffusion", mask_token_id=None), "mask_token_id"),
-    (dict(cache_block_size=0), "cache_block_size"),
-    (dict(prompts=[]), "prompts"),
-    (dict(prompts=[[5, 6], []]), "prompt 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(tau=0.0), "tau"),
+        (dict(tau=1.5), "tau"),
+        (dict(tau=-0.1), "tau"),
+        (dict(block_size=0), "block_size"),
+        (dict(method="beam"), "method"),
+        (dict(cache="paged"), "cache"),
+        (dict(metric="logit"), "metric"),
+        (dict(mask_token_id=None), "mask_token_id"),
+        (dict(method="block_diffusion", mask_token_id=None), "mask_token_id"),
+        (dict(cache_block_size=0), "cache_block_size"),
+        (dict(prompts=[]), "prompts"),
+        (dict(prompts=[[5, 6], []]), "prompt 1"),
+    ],
+)
 def test_argument_validation(kwargs, match):
     model = make_model("sdpa")
-    args = dict(prompts=[[5, 6]], method="mars", mask_token_id=MASK, eos_token_ids=[EOS], pad_token_id=PAD,
-                max_new_tokens=4)
+    args = dict(
+        prompts=[[5, 6]], method="mars", mask_token_id=MASK, eos_token_ids=[EOS], pad_token_id=PAD, max_new_tokens=4
+    )
     args.update(kwargs)
     prompts = args.pop("prompts")
     with pytest.raises(ValueError, match=match):
@@ -559,7 +752,15 @@ def test_ar_and_jacobi_need_no_mask_token():
 
 def test_progress_bar_runs(capsys):
     model, prompts, eos, ref = random_setup("sdpa")
-    gens = generate(model, prompts, method="mars", max_new_tokens=24, eos_token_ids=[eos], pad_token_id=PAD,
-                    mask_token_id=MASK, progress=True)
+    gens = generate(
+        model,
+        prompts,
+        method="mars",
+        max_new_tokens=24,
+        eos_token_ids=[eos],
+        pad_token_id=PAD,
+        mask_token_id=MASK,
+        progress=True,
+    )
     assert [g.token_ids for g in gens] == ref
     assert "tok" in capsys.readouterr().err

@@ -20,8 +20,7 @@ def lock_pins() -> dict[str, str]:
 def env_pins(path: Path) -> dict[str, str]:
     env = yaml.safe_load(path.read_text())
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
-    return {name.lower().replace("_", "-"): version
-            for name, version in (p.split("==") for p in pip if "==" in p)}
+    return {name.lower().replace("_", "-"): version for name, version in (p.split("==") for p in pip if "==" in p)}
 
 
 def test_every_env_pin_matches_the_lock():

@@ -25,8 +25,13 @@ from mars.eval_tasks import PAPER_TASKS, resolve_tasks, write_task_dir
 
 
 def _rec(family: str, i: int, prompt: str, target, split: str = "test", response: str = "gold") -> dict:
-    return {"family": family, "id": f"{family}/{split}/{i:05d}", "prompt": prompt, "response": response,
-            "target": json.dumps(target, sort_keys=True)}
+    return {
+        "family": family,
+        "id": f"{family}/{split}/{i:05d}",
+        "prompt": prompt,
+        "response": response,
+        "target": json.dumps(target, sort_keys=True),
+    }
 
 
 def _write_data(folder: Path, test: list[dict], train: list[dict] | None = None) -> Path:
@@ -74,8 +79,9 @@ def _run(task_dir: Path, tasks: list[str], lm) -> dict:
     from lm_eval.tasks import TaskManager
 
     tm = TaskManager(include_path=str(task_dir), include_defaults=False)
-    return lm_eval.simple_evaluate(model=lm, tasks=tasks, task_manager=tm, log_samples=True,
-                                   confirm_run_unsafe_code=True, bootstrap_iters=0)
+    return lm_eval.simple_evaluate(
+        model=lm, tasks=tasks, task_manager=tm, log_samples=True, confirm_run_unsafe_code=True, bootstrap_iters=0
+    )
 
 
 def _sample_metrics(results: dict, task: str) -> list[dict]:
@@ -85,8 +91,9 @@ def _sample_metrics(results: dict, task: str) -> list[dict]:
     return out
 
 
-ADD_THREE_TEST = ("def check(candidate):\n    assert candidate(1) == 4\n    assert candidate(-3) == 0\n\n\n"
-                  "check(add_three)\n")
+ADD_THREE_TEST = (
+    "def check(candidate):\n    assert candidate(1) == 4\n    assert candidate(-3) == 0\n\n\ncheck(add_three)\n"
+)
 ADD_THREE = {"entry_point": "add_three", "test": ADD_THREE_TEST}
 GOOD_CODE = "def add_three(x):\n    return x + 3\n"
 
@@ -105,28 +112,57 @@ def _metric_cases():
         table[prompt] = completion
 
     low = {"instruction_id_list": ["change_case:english_lowercase"], "kwargs": [{}]}
-    caps_kw = {"instruction_id_list": ["change_case:english_capital", "keywords:existence"],
-               "kwargs": [{}, {"keywords": ["warm"]}]}
-    end_first = {"instruction_id_list": ["startend:end_checker", "startend:first_word"],
-                 "kwargs": [{"end_phrase": "That is all."}, {"first_word": "Well"}]}
+    caps_kw = {
+        "instruction_id_list": ["change_case:english_capital", "keywords:existence"],
+        "kwargs": [{}, {"keywords": ["warm"]}],
+    }
+    end_first = {
+        "instruction_id_list": ["startend:end_checker", "startend:first_word"],
+        "kwargs": [{"end_phrase": "That is all."}, {"first_word": "Well"}],
+    }
     add("ifeval", "Write about cats. Use only lowercase letters.", low, "cats are soft.\n\n")  # 1/1 (whitespace)
-    add("ifeval", "Tell me about rain. Use only capital letters. Include the word warm.", caps_kw,
-        "Rain is wet.")  # 0/2
-    add("ifeval", "Describe the sea. End with the exact phrase \"That is all.\" Start with \"Well\".", end_first,
-        "Well, the sea is big. That is it.")  # first word yes, end no: 1/2
+    add(
+        "ifeval", "Tell me about rain. Use only capital letters. Include the word warm.", caps_kw, "Rain is wet."
+    )  # 0/2
+    add(
+        "ifeval",
+        'Describe the sea. End with the exact phrase "That is all." Start with "Well".',
+        end_first,
+        "Well, the sea is big. That is it.",
+    )  # first word yes, end no: 1/2
 
     for i, (expr, gold) in enumerate([("True or False", "True"), ("not True", "False"), ("False or False", "False")]):
-        train.append({**_rec("bbh", i, f"Evaluate: {expr}", {"subtask": "boolean_expressions", "answer": gold},
-                             "train"), "response": f"Let's think step by step. So the answer is {gold}."})
+        train.append(
+            {
+                **_rec("bbh", i, f"Evaluate: {expr}", {"subtask": "boolean_expressions", "answer": gold}, "train"),
+                "response": f"Let's think step by step. So the answer is {gold}.",
+            }
+        )
     for i, (words, gold) in enumerate([("b a", "a b"), ("d c", "c d"), ("f e", "e f")]):
-        train.append({**_rec("bbh", 3 + i, f"Sort: {words}", {"subtask": "word_sorting", "answer": gold}, "train"),
-                      "response": f"Let's think step by step. So the answer is {gold}."})
-    add("bbh", "Evaluate the Boolean expression: True and True", {"subtask": "boolean_expressions", "answer": "True"},
-        "Let's think step by step. True and True = True. So the answer is True.")  # 1
-    add("bbh", "Evaluate the Boolean expression: not not False", {"subtask": "boolean_expressions", "answer": "False"},
-        "Let's think step by step. so the answer is false")  # 1: case, no final period
-    add("bbh", "Sort the following words alphabetically: List: log rat quiz",
-        {"subtask": "word_sorting", "answer": "log quiz rat"}, "So the answer is log rat quiz.")  # 0
+        train.append(
+            {
+                **_rec("bbh", 3 + i, f"Sort: {words}", {"subtask": "word_sorting", "answer": gold}, "train"),
+                "response": f"Let's think step by step. So the answer is {gold}.",
+            }
+        )
+    add(
+        "bbh",
+        "Evaluate the Boolean expression: True and True",
+        {"subtask": "boolean_expressions", "answer": "True"},
+        "Let's think step by step. True and True = True. So the answer is True.",
+    )  # 1
+    add(
+        "bbh",
+        "Evaluate the Boolean expression: not not False",
+        {"subtask": "boolean_expressions", "answer": "False"},
+        "Let's think step by step. so the answer is false",
+    )  # 1: case, no final period
+    add(
+        "bbh",
+        "Sort the following words alphabetically: List: log rat quiz",
+        {"subtask": "word_sorting", "answer": "log quiz rat"},
+        "So the answer is log rat quiz.",
+    )  # 0
 
     add("mmlu_pro", "Q1 (mmlu) options A-J", {"answer": "I"}, "The zorp carries a key. The answer is (I).")  # 1
     add("mmlu_pro", "Q2 (mmlu) options A-J", {"answer": "C"}, "answer: c")  # 1: lower-case letter
@@ -161,8 +197,15 @@ def metric_run(tmp_path_factory):
 def test_generated_tasks(metric_run):
     written = metric_run["written"]
     assert written["tiny_bbh"] == ["tiny_bbh_boolean_expressions", "tiny_bbh_word_sorting"]  # subtasks with test docs
-    assert set(written) == {"tiny", "tiny_ifeval", "tiny_bbh", "tiny_mmlu_pro", "tiny_gpqa", "tiny_gsm8k",
-                            "tiny_humaneval"}
+    assert set(written) == {
+        "tiny",
+        "tiny_ifeval",
+        "tiny_bbh",
+        "tiny_mmlu_pro",
+        "tiny_gpqa",
+        "tiny_gsm8k",
+        "tiny_humaneval",
+    }
 
 
 def test_ifeval_prompt_and_instruction_level(metric_run):
@@ -258,11 +301,10 @@ def test_hostile_code_is_scored_as_failure(tmp_path, monkeypatch):
         "write outside": f"open({str(created)!r}, 'w').write('pwned')\n" + GOOD_CODE,
         "delete outside": f"import os\nos.remove({str(keep)!r})\n" + GOOD_CODE,
         "socket": f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
-                  f"s.sendall(b'leak')\n" + GOOD_CODE,
-        "env secret": "import os\nassert os.environ.get('MARS_EVAL_TEST_SECRET') == " + repr(secret) + "\n"
-                      + GOOD_CODE,
+        f"s.sendall(b'leak')\n" + GOOD_CODE,
+        "env secret": "import os\nassert os.environ.get('MARS_EVAL_TEST_SECRET') == " + repr(secret) + "\n" + GOOD_CODE,
         "parent environ": "import os\nassert " + repr(secret) + " in open(f'/proc/{os.getppid()}/environ')."
-                          "read()\n" + GOOD_CODE,
+        "read()\n" + GOOD_CODE,
     }
     test, table = [], {}
     control = "Write add_three (control)"
@@ -304,12 +346,49 @@ def test_hostile_code_is_scored_as_failure(tmp_path, monkeypatch):
 # mars eval end to end
 
 
-RESULT_KEYS = {"schema_version", "kind", "task", "family", "profile", "created", "model", "tau", "model_args",
-               "eval_args", "primary_metric", "metrics", "subtasks", "decoding", "n_samples", "n_shot", "versions",
-               "task_configs", "lm_eval_version", "git_commit", "mlflow", "samples"}
-SAMPLE_KEYS = {"task", "doc_id", "id", "prompt", "generation", "filtered", "target", "reference", "filter",
-               "metrics", "generated_tokens", "forwards", "tokens_per_forward", "chunks", "token_ids",
-               "prompt_tokens", "truncated"}
+RESULT_KEYS = {
+    "schema_version",
+    "kind",
+    "task",
+    "family",
+    "profile",
+    "created",
+    "model",
+    "tau",
+    "model_args",
+    "eval_args",
+    "primary_metric",
+    "metrics",
+    "subtasks",
+    "decoding",
+    "n_samples",
+    "n_shot",
+    "versions",
+    "task_configs",
+    "lm_eval_version",
+    "git_commit",
+    "mlflow",
+    "samples",
+}
+SAMPLE_KEYS = {
+    "task",
+    "doc_id",
+    "id",
+    "prompt",
+    "generation",
+    "filtered",
+    "target",
+    "reference",
+    "filter",
+    "metrics",
+    "generated_tokens",
+    "forwards",
+    "tokens_per_forward",
+    "chunks",
+    "token_ids",
+    "prompt_tokens",
+    "truncated",
+}
 
 
 def _env() -> dict:
@@ -325,10 +404,42 @@ def test_cli_end_to_end_from_another_cwd(trained_tiny, tmp_path):
     data = os.path.relpath(trained_tiny["world"] / "data", cwd)  # relative to the new cwd: resolved up front
     model = trained_tiny["mars"]
     out = tmp_path / "results" / "{task}" / "tau0.9.json"
-    cmd = [sys.executable, "-m", "mars.cli", "eval", "--model", str(model), "--tasks", "tiny_gsm8k,tiny_mmlu_pro",
-           "--profile", "tiny", "--data", data, "--tau", "0.9", "--block-size", "4", "--cache", "cursor",
-           "--metric", "probability", "--method", "mars", "--limit", "2", "--batch-size", "4",
-           "--max-gen-toks", "24", "--output", str(out), "--experiment", "eval-test", "--tag", "suite=pytest"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mars.cli",
+        "eval",
+        "--model",
+        str(model),
+        "--tasks",
+        "tiny_gsm8k,tiny_mmlu_pro",
+        "--profile",
+        "tiny",
+        "--data",
+        data,
+        "--tau",
+        "0.9",
+        "--block-size",
+        "4",
+        "--cache",
+        "cursor",
+        "--metric",
+        "probability",
+        "--method",
+        "mars",
+        "--limit",
+        "2",
+        "--batch-size",
+        "4",
+        "--max-gen-toks",
+        "24",
+        "--output",
+        str(out),
+        "--experiment",
+        "eval-test",
+        "--tag",
+        "suite=pytest",
+    ]
     proc = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
@@ -359,8 +470,9 @@ def test_cli_end_to_end_from_another_cwd(trained_tiny, tmp_path):
             assert set(s) == SAMPLE_KEYS
             assert s["prompt"].startswith("<|im_start|>user\n") and s["prompt"].endswith("<|im_start|>assistant\n")
             assert s["generated_tokens"] <= 24 and isinstance(s["generation"], str)
-            assert len(s["token_ids"]) == s["generated_tokens"] == sum(s["chunks"]) and len(s["chunks"]) == \
-                s["forwards"]
+            assert (
+                len(s["token_ids"]) == s["generated_tokens"] == sum(s["chunks"]) and len(s["chunks"]) == s["forwards"]
+            )
         assert sum(s["generated_tokens"] for s in r["samples"]) == d["generated_tokens"]
         assert sum(s["forwards"] for s in r["samples"]) == d["forwards"]
         assert not list(path.parent.glob("*.tmp"))
@@ -392,16 +504,28 @@ def bad_input_world(tmp_path_factory):
     return root, data, ckpt
 
 
-@pytest.mark.parametrize("case", ["missing checkpoint", "not a checkpoint", "unknown task", "tau too big",
-                                  "tau zero", "missing data", "data without test.jsonl", "family without records",
-                                  "bad tag", "bad limit", "output not json"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing checkpoint",
+        "not a checkpoint",
+        "unknown task",
+        "tau too big",
+        "tau zero",
+        "missing data",
+        "data without test.jsonl",
+        "family without records",
+        "bad tag",
+        "bad limit",
+        "output not json",
+    ],
+)
 def test_bad_inputs_exit_2_with_one_error_line(case, bad_input_world, capsys):
     from mars.cli import main
 
     root, data, ckpt = bad_input_world
     out = root / f"out-{case.replace(' ', '_')}.json"
-    args = {"--model": str(ckpt), "--tasks": "tiny_gsm8k", "--data": str(data), "--tau": "0.9",
-            "--output": str(out)}
+    args = {"--model": str(ckpt), "--tasks": "tiny_gsm8k", "--data": str(data), "--tau": "0.9", "--output": str(out)}
     extra: list[str] = []
     if case == "missing checkpoint":
         args["--model"] = str(root / "nope")
@@ -435,9 +559,27 @@ def test_bad_inputs_exit_2_with_one_error_line(case, bad_input_world, capsys):
 
 def test_bad_input_subprocess_exit_status(tmp_path):
     out = tmp_path / "r.json"
-    proc = subprocess.run([sys.executable, "-m", "mars.cli", "eval", "--model", str(tmp_path / "missing"),
-                           "--tasks", "tiny_gsm8k", "--data", str(tmp_path), "--output", str(out)],
-                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mars.cli",
+            "eval",
+            "--model",
+            str(tmp_path / "missing"),
+            "--tasks",
+            "tiny_gsm8k",
+            "--data",
+            str(tmp_path),
+            "--output",
+            str(out),
+        ],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: checkpoint not found")
@@ -502,9 +644,18 @@ def test_failure_leaves_no_partial_file(trained_tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(mars.fileio.os, "fsync", broken_fsync)
     out = tmp_path / "r.json"
     with pytest.raises(OSError, match="simulated"):
-        ev.evaluate(model=trained_tiny["mars"], tasks="tiny_mmlu_pro", data=trained_tiny["world"] / "data",
-                    tau=1.0, limit=1, batch_size=1, max_gen_toks=4, output=out, experiment="eval-failure",
-                    device="cpu")
+        ev.evaluate(
+            model=trained_tiny["mars"],
+            tasks="tiny_mmlu_pro",
+            data=trained_tiny["world"] / "data",
+            tau=1.0,
+            limit=1,
+            batch_size=1,
+            max_gen_toks=4,
+            output=out,
+            experiment="eval-failure",
+            device="cpu",
+        )
     monkeypatch.undo()
     assert list(tmp_path.iterdir()) == []
     client = mlflow.tracking.MlflowClient(tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
@@ -536,12 +687,29 @@ def test_a_model_is_decoded_with_the_block_size_it_was_trained_with(trained_tiny
         return real_window_forward(model_, kv, rows, tail, *args, **kwargs)
 
     monkeypatch.setattr(mars.decoding, "window_forward", counting)
-    [(_, record)] = ev.evaluate(model=model, tasks="tiny_gsm8k", data=trained_tiny["world"] / "data", tau=0.5,
-                                limit=1, batch_size=1, max_gen_toks=24, output=tmp_path / "r.json", device="cpu")
+    [(_, record)] = ev.evaluate(
+        model=model,
+        tasks="tiny_gsm8k",
+        data=trained_tiny["world"] / "data",
+        tau=0.5,
+        limit=1,
+        batch_size=1,
+        max_gen_toks=24,
+        output=tmp_path / "r.json",
+        device="cpu",
+    )
     assert max(widths) == 15 and record["model_args"]["block_size"] == 16
     assert record["model"]["trained_block_size"] == 16
     widths.clear()
-    [(_, record)] = ev.evaluate(model=trained_tiny["mars"], tasks="tiny_gsm8k", data=trained_tiny["world"] / "data",
-                                tau=0.5, limit=1, batch_size=1, max_gen_toks=24, output=tmp_path / "r4.json",
-                                device="cpu")
+    [(_, record)] = ev.evaluate(
+        model=trained_tiny["mars"],
+        tasks="tiny_gsm8k",
+        data=trained_tiny["world"] / "data",
+        tau=0.5,
+        limit=1,
+        batch_size=1,
+        max_gen_toks=24,
+        output=tmp_path / "r4.json",
+        device="cpu",
+    )
     assert max(widths) == 3 and record["model_args"]["block_size"] == 4

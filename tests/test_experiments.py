@@ -28,24 +28,46 @@ def labels(cfg, table):
 
 def test_default_rows_are_the_papers():
     cfg = config()
-    assert labels(cfg, "table2") == ["Base", "AR SFT (5 ep)", "AR SFT (10 ep)", "Block Diffusion (B=4)",
-                                     "MARS w/o SFT loss (B=4)", "MARS (B=4)"]
+    assert labels(cfg, "table2") == [
+        "Base",
+        "AR SFT (5 ep)",
+        "AR SFT (10 ep)",
+        "Block Diffusion (B=4)",
+        "MARS w/o SFT loss (B=4)",
+        "MARS (B=4)",
+    ]
     assert [(r.keys["sft_loss"], r.keys["block_size"]) for r in X.table_rows(cfg, "table3")] == [
-        ("no", 4), ("no", 8), ("no", 16), ("yes", 4), ("yes", 8), ("yes", 16)]
+        ("no", 4),
+        ("no", 8),
+        ("no", 16),
+        ("yes", 4),
+        ("yes", 8),
+        ("yes", 16),
+    ]
     table4 = X.table_rows(cfg, "table4")
     assert [(r.setting.model, r.setting.tau, r.reference.tau) for r in table4] == [
-        ("mars_b4", 0.95, 1.0), ("mars_b8", 0.95, 1.0), ("mars_b16", 0.95, 1.0)]
+        ("mars_b4", 0.95, 1.0),
+        ("mars_b8", 0.95, 1.0),
+        ("mars_b16", 0.95, 1.0),
+    ]
     assert [(r.label, r.setting.model, r.reference.model) for r in X.table_rows(cfg, "ablations")] == [
-        ("no L_AR", "mars_nolar_b4", "mars_b4"), ("no L_AR", "mars_nolar_b8", "mars_b8"),
-        ("no L_AR", "mars_nolar_b16", "mars_b16"), ("bidirectional block", "mars_bidir_b4", "mars_b4"),
-        ("block diffusion", "block_diffusion_b4", "mars_b4"), ("10-epoch AR", "ar_sft_10ep", "ar_sft_5ep")]
+        ("no L_AR", "mars_nolar_b4", "mars_b4"),
+        ("no L_AR", "mars_nolar_b8", "mars_b8"),
+        ("no L_AR", "mars_nolar_b16", "mars_b16"),
+        ("bidirectional block", "mars_bidir_b4", "mars_b4"),
+        ("block diffusion", "block_diffusion_b4", "mars_b4"),
+        ("10-epoch AR", "ar_sft_10ep", "ar_sft_5ep"),
+    ]
     table9 = X.table_rows(cfg, "table9")
     assert [(r.label, r.setting.method, r.setting.tau) for r in table9] == [
-        ("Jacobi decoding", "jacobi", 1.0), ("MARS (tau=0.95)", "mars", 0.95)]
+        ("Jacobi decoding", "jacobi", 1.0),
+        ("MARS (tau=0.95)", "mars", 0.95),
+    ]
 
 
 def test_rows_follow_properties_not_names():
     """Renamed entries (with the references that name them updated) give the same rows under the new names."""
+
     def rename(c):
         c["models"]["big_window"] = c["models"].pop("mars_b16")
         c["models"]["plain_b8"] = c["models"].pop("mars_nolar_b8")
@@ -54,27 +76,33 @@ def test_rows_follow_properties_not_names():
     cfg = config(edit=rename)
     table3 = {(r.keys["sft_loss"], r.keys["block_size"]): r.setting.model for r in X.table_rows(cfg, "table3")}
     assert table3[("yes", 16)] == "big_window" and table3[("no", 8)] == "plain_b8"
-    assert ("no L_AR", "plain_b8", "mars_b8") in [(r.label, r.setting.model, r.reference.model)
-                                                  for r in X.table_rows(cfg, "ablations")]
+    assert ("no L_AR", "plain_b8", "mars_b8") in [
+        (r.label, r.setting.model, r.reference.model) for r in X.table_rows(cfg, "ablations")
+    ]
     assert "big_window" in X.sweep_models(cfg)
 
 
 def test_an_added_model_adds_its_row_and_its_jobs():
-    cfg = config(edit=lambda c: c["models"].update(
-        mars_wide={"method": "mars", "init": "ar_sft_5ep", "block_size": 32, "w_ar": 1.0, "epochs": 5}))
+    cfg = config(
+        edit=lambda c: c["models"].update(
+            mars_wide={"method": "mars", "init": "ar_sft_5ep", "block_size": 32, "w_ar": 1.0, "epochs": 5}
+        )
+    )
     assert ("yes", 32) in [(r.keys["sft_loss"], r.keys["block_size"]) for r in X.table_rows(cfg, "table3")]
     assert "MARS (B=32)" in labels(cfg, "table4")
     settings = X.all_settings(cfg)
     assert X.Setting("mars_wide", "mars", 0.95) in settings
-    assert {s.tau for s in settings if s.model == "mars_wide" and s.kind == "sweep"} == set(
-        cfg["eval"]["sweep_taus"])
+    assert {s.tau for s in settings if s.model == "mars_wide" and s.kind == "sweep"} == set(cfg["eval"]["sweep_taus"])
 
 
-@pytest.mark.parametrize("key,edit", [
-    ("report.rows.mars", lambda c: c["report"].update(rows={"mars": "mars_b4_new"})),
-    ("eval.metric_model", lambda c: c["models"].update(mars_b4_new=c["models"].pop("mars_b4"))),
-    ("eval.sweep_models[0]", lambda c: c["eval"].update(sweep_models=["nope"])),
-])
+@pytest.mark.parametrize(
+    "key,edit",
+    [
+        ("report.rows.mars", lambda c: c["report"].update(rows={"mars": "mars_b4_new"})),
+        ("eval.metric_model", lambda c: c["models"].update(mars_b4_new=c["models"].pop("mars_b4"))),
+        ("eval.sweep_models[0]", lambda c: c["eval"].update(sweep_models=["nope"])),
+    ],
+)
 def test_a_missing_model_is_one_clear_error(key, edit):
     with pytest.raises(ConfigError, match=re.escape(f"config key '{key}'")):
         config(edit=edit)
@@ -84,7 +112,8 @@ def test_table8_uses_the_configs_sweep_taus():
     cfg = config("configs/smoke.yaml", edit=lambda c: c["eval"].update(sweep_taus=[1.0, 0.8, 0.5]))
     rows = X.table_rows(cfg, "table8")
     assert {(r.setting.model, r.setting.tau) for r in rows} == {
-        (m, t) for m in ("mars_b4", "mars_nolar_b4") for t in (1.0, 0.8, 0.5)}
+        (m, t) for m in ("mars_b4", "mars_nolar_b4") for t in (1.0, 0.8, 0.5)
+    }
     assert all(r.setting.kind == "sweep" for r in rows)
 
 
@@ -111,7 +140,11 @@ def test_defaults_live_in_the_schema():
     ev = schema_defaults("eval")
     args = build_parser().parse_args(["generate", "--model", "x", "--prompt", "p"])
     assert (args.cache, args.cache_block_size, args.metric, args.max_new_tokens) == (
-        ev["cache"], ev["cache_block_size"], ev["metric"], ev["max_gen_toks"])
+        ev["cache"],
+        ev["cache_block_size"],
+        ev["metric"],
+        ev["max_gen_toks"],
+    )
 
 
 def test_job_params_are_canonical():

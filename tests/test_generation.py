@@ -19,20 +19,27 @@ def prompts(trained_tiny):
 
 def test_text_generation_matches_hf_greedy_and_chunks_cover_the_text(trained_tiny, prompts):
     model, tokenizer = load_model(trained_tiny["mars"])
-    ours = generate_text(model, tokenizer, prompts, batch_size=4, method="mars", block_size=4, tau=1.0,
-                         max_new_tokens=40)
+    ours = generate_text(
+        model, tokenizer, prompts, batch_size=4, method="mars", block_size=4, tau=1.0, max_new_tokens=40
+    )
     for prompt, out in zip(prompts, ours):
         ids = torch.tensor([encode_prompts(tokenizer, [prompt])[0]])
         with torch.inference_mode():
-            ref = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                 max_new_tokens=40, eos_token_id=tokenizer.eos_token_id,
-                                 pad_token_id=tokenizer.pad_token_id)[0, ids.shape[1]:].tolist()
+            ref = model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=False,
+                max_new_tokens=40,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id,
+            )[0, ids.shape[1] :].tolist()
         if tokenizer.eos_token_id in ref:
             ref = ref[: ref.index(tokenizer.eos_token_id) + 1]
         assert out.token_ids == ref
         assert out.chunks == [1] * len(ref) and out.forwards == len(ref)
-    fast = generate_text(model, tokenizer, prompts, batch_size=4, method="mars", block_size=4, tau=0.3,
-                         max_new_tokens=40)
+    fast = generate_text(
+        model, tokenizer, prompts, batch_size=4, method="mars", block_size=4, tau=0.3, max_new_tokens=40
+    )
     for out in fast:
         assert "".join(out.chunk_texts) == tokenizer.decode(out.token_ids)
         # the generated text may itself contain brackets: compare against the chunks, not a bracket count
@@ -60,26 +67,40 @@ def test_stop_strings_end_the_text(trained_tiny, prompts):
 
 
 def test_generate_cli_shows_chunks(trained_tiny, capsys):
-    code = main(["generate", "--model", str(trained_tiny["mars"]), "--prompt", "What is 2 plus 3?", "--tau", "0.3",
-                 "--max-new-tokens", "20", "--show-chunks"])
+    code = main(
+        [
+            "generate",
+            "--model",
+            str(trained_tiny["mars"]),
+            "--prompt",
+            "What is 2 plus 3?",
+            "--tau",
+            "0.3",
+            "--max-new-tokens",
+            "20",
+            "--show-chunks",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "### What is 2 plus 3?" in out and "[" in out and "tokens per forward" in out
-    code = main(["generate", "--model", str(trained_tiny["mars"]), "--prompt", "hi", "--max-new-tokens", "5",
-                 "--json"])
+    code = main(["generate", "--model", str(trained_tiny["mars"]), "--prompt", "hi", "--max-new-tokens", "5", "--json"])
     rows = json.loads(capsys.readouterr().out)
     assert code == 0 and len(rows) == 1 and len(rows[0]["token_ids"]) <= 5
 
 
-@pytest.mark.parametrize("flags,needle", [
-    (["--tau", "1.5"], "tau"),
-    (["--tau", "0"], "tau"),
-    (["--cache", "disk"], "cache"),
-    (["--metric", "vibes"], "metric"),
-    (["--block-size", "-1"], "block_size"),
-    (["--method", "beam"], "method"),
-    (["--max-new-tokens", "0"], "max-new-tokens"),
-])
+@pytest.mark.parametrize(
+    "flags,needle",
+    [
+        (["--tau", "1.5"], "tau"),
+        (["--tau", "0"], "tau"),
+        (["--cache", "disk"], "cache"),
+        (["--metric", "vibes"], "metric"),
+        (["--block-size", "-1"], "block_size"),
+        (["--method", "beam"], "method"),
+        (["--max-new-tokens", "0"], "max-new-tokens"),
+    ],
+)
 def test_generate_cli_bad_arguments(trained_tiny, capsys, flags, needle):
     code = main(["generate", "--model", str(trained_tiny["mars"]), "--prompt", "hi", *flags])
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
@@ -105,9 +126,29 @@ def test_generate_cli_missing_model_and_missing_mask_token(trained_tiny, tmp_pat
 
 def test_bench_writes_table5_data(trained_tiny, tmp_path, capsys):
     out = tmp_path / "bench"
-    code = main(["bench", "--model", str(trained_tiny["mars"]), "--data", str(trained_tiny["world"] / "data"),
-                 "--output", str(out), "--batch-sizes", "1,2", "--num-prompts", "4", "--reps", "1",
-                 "--cache-block-sizes", "4", "--max-new-tokens", "24", "--tau", "0.5"])
+    code = main(
+        [
+            "bench",
+            "--model",
+            str(trained_tiny["mars"]),
+            "--data",
+            str(trained_tiny["world"] / "data"),
+            "--output",
+            str(out),
+            "--batch-sizes",
+            "1,2",
+            "--num-prompts",
+            "4",
+            "--reps",
+            "1",
+            "--cache-block-sizes",
+            "4",
+            "--max-new-tokens",
+            "24",
+            "--tau",
+            "0.5",
+        ]
+    )
     assert code == 0
     rows = list(csv.DictReader(open(out / "bench.csv")))
     settings = {"ar_hf_kv", "mars_tau1", "mars_none", "mars_block_4", "mars_cursor", "prompt_lookup"}
@@ -121,8 +162,11 @@ def test_bench_writes_table5_data(trained_tiny, tmp_path, capsys):
             assert 0 < float(r["decode_efficiency"]) and float(r["ideal_speedup"]) > 0
     # same prompts, same greedy decisions: every MARS cache generates the same number of tokens
     for b in ("1", "2"):
-        counts = {r["tokens"] for r in rows if r["batch_size"] == b and r["setting"].startswith("mars_")
-                  and r["setting"] != "mars_tau1"}
+        counts = {
+            r["tokens"]
+            for r in rows
+            if r["batch_size"] == b and r["setting"].startswith("mars_") and r["setting"] != "mars_tau1"
+        }
         assert len(counts) == 1
     meta = json.loads((out / "bench.json").read_text())
     assert meta["machine"]["torch"] == torch.__version__ and meta["tau"] == 0.5
@@ -144,8 +188,14 @@ def hf_greedy(model, tokenizer, prompts, max_new_tokens):
     ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
     with torch.inference_mode():
-        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=max_new_tokens,
-                             eos_token_id=tokenizer.eos_token_id, pad_token_id=pad)[:, width:].tolist()
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            do_sample=False,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=pad,
+        )[:, width:].tolist()
     return [row[: row.index(tokenizer.eos_token_id) + 1] if tokenizer.eos_token_id in row else row for row in out]
 
 
@@ -155,10 +205,21 @@ def test_trained_model_one_token_mode_equals_hf_generate_for_every_cache(ragged)
     model, tokenizer, prompts = ragged
     reference = hf_greedy(model, tokenizer, prompts, 48)
     assert any(tokenizer.eos_token_id in r for r in reference)  # some rows end early, others run the budget
-    kwargs = dict(eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id,
-                  mask_token_id=tokenizer.mask_token_id, max_new_tokens=48, tau=1.0)
-    for method, cache, c in [("mars", "none", 32), ("mars", "block", 4), ("mars", "block", 32), ("mars", "cursor", 32),
-                             ("ar", "cursor", 32), ("jacobi", "cursor", 32)]:
+    kwargs = dict(
+        eos_token_ids=[tokenizer.eos_token_id],
+        pad_token_id=tokenizer.pad_token_id,
+        mask_token_id=tokenizer.mask_token_id,
+        max_new_tokens=48,
+        tau=1.0,
+    )
+    for method, cache, c in [
+        ("mars", "none", 32),
+        ("mars", "block", 4),
+        ("mars", "block", 32),
+        ("mars", "cursor", 32),
+        ("ar", "cursor", 32),
+        ("jacobi", "cursor", 32),
+    ]:
         outs = generate(model, prompts, method=method, cache=cache, cache_block_size=c, block_size=4, **kwargs)
         assert [o.token_ids for o in outs] == reference, (method, cache, c)
         if method != "jacobi":
@@ -170,8 +231,15 @@ def test_trained_model_caches_give_the_uncached_tokens(ragged, tau):
     from mars.decoding import generate
 
     model, tokenizer, prompts = ragged
-    kwargs = dict(eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id,
-                  mask_token_id=tokenizer.mask_token_id, max_new_tokens=48, tau=tau, block_size=4, method="mars")
+    kwargs = dict(
+        eos_token_ids=[tokenizer.eos_token_id],
+        pad_token_id=tokenizer.pad_token_id,
+        mask_token_id=tokenizer.mask_token_id,
+        max_new_tokens=48,
+        tau=tau,
+        block_size=4,
+        method="mars",
+    )
     uncached = generate(model, prompts, cache="none", **kwargs)
     for cache, c in [("block", 4), ("block", 16), ("cursor", 32)]:
         outs = generate(model, prompts, cache=cache, cache_block_size=c, **kwargs)

@@ -27,10 +27,18 @@ def task_manager(trained_tiny, tmp_path_factory):
 def _evaluate(lm, task_manager, tasks, limit):
     import lm_eval
 
-    return lm_eval.simple_evaluate(model=lm, tasks=tasks, task_manager=task_manager, limit=limit,
-                                   apply_chat_template=True, fewshot_as_multiturn=True, log_samples=True,
-                                   gen_kwargs={"max_gen_toks": MAX_GEN}, confirm_run_unsafe_code=True,
-                                   bootstrap_iters=0)
+    return lm_eval.simple_evaluate(
+        model=lm,
+        tasks=tasks,
+        task_manager=task_manager,
+        limit=limit,
+        apply_chat_template=True,
+        fewshot_as_multiturn=True,
+        log_samples=True,
+        gen_kwargs={"max_gen_toks": MAX_GEN},
+        confirm_run_unsafe_code=True,
+        bootstrap_iters=0,
+    )
 
 
 def _by_doc(results):
@@ -45,8 +53,10 @@ def _by_doc(results):
 
 
 def _scores(results):
-    return {task: {k: v for k, v in entry.items() if "," in k}
-            for task, entry in {**results["results"], **results.get("groups", {})}.items()}
+    return {
+        task: {k: v for k, v in entry.items() if "," in k}
+        for task, entry in {**results["results"], **results.get("groups", {})}.items()
+    }
 
 
 @pytest.mark.parametrize("checkpoint", ["ar", "mars"])
@@ -89,8 +99,10 @@ def hf_lm(trained_tiny):
 def _requests(contexts, gen_kwargs):
     from lm_eval.api.instance import Instance
 
-    return [Instance(request_type="generate_until", doc={}, arguments=(c, dict(gen_kwargs)), idx=0,
-                     metadata=("unit", i, 1)) for i, c in enumerate(contexts)]
+    return [
+        Instance(request_type="generate_until", doc={}, arguments=(c, dict(gen_kwargs)), idx=0, metadata=("unit", i, 1))
+        for i, c in enumerate(contexts)
+    ]
 
 
 def _contexts(lm, trained_tiny, n=3):
@@ -116,14 +128,14 @@ def test_stop_strings_post_truncate_like_hflm(mars_lm, hf_lm, trained_tiny):
     for t in ids:
         piece = tok.decode([t])
         if 2 <= len(piece) <= 3 and pos + 4 <= len(text):
-            cand = text[pos + 1: pos + 4]
+            cand = text[pos + 1 : pos + 4]
             if cand.strip() and text.find(cand) == pos + 1:
                 spanning = cand
                 break
         pos += len(piece)
     assert spanning is not None, text
     stop_ids = tok(spanning, add_special_tokens=False)["input_ids"]
-    assert not any(ids[i: i + len(stop_ids)] == stop_ids for i in range(len(ids)))  # not a token-level match
+    assert not any(ids[i : i + len(stop_ids)] == stop_ids for i in range(len(ids)))  # not a token-level match
     for until in ([spanning], [text[: max(1, len(text) // 3)].split()[-1]]):
         ours = mars_lm.generate_until(_requests(contexts, {"until": until, "max_gen_toks": MAX_GEN}))
         theirs = hf_lm.generate_until(_requests(contexts, {"until": until, "max_gen_toks": MAX_GEN}))
@@ -143,18 +155,22 @@ def test_token_level_stop_ends_decoding_early(mars_lm, trained_tiny):
     assert len(ids) >= 4, free
     # a whole token, early in the output, whose text does not occur before it: decoding must stop right there
     prefixes = [len(tok.decode(ids[:i])) for i in range(len(ids))]
-    usable = [i for i in range(1, len(ids) - 1) if tok.decode(ids[i:i + 1]).strip()
-              and free.find(tok.decode(ids[i:i + 1])) == prefixes[i]]
+    usable = [
+        i
+        for i in range(1, len(ids) - 1)
+        if tok.decode(ids[i : i + 1]).strip() and free.find(tok.decode(ids[i : i + 1])) == prefixes[i]
+    ]
     assert usable, free  # the trained fixture's output always has such a token; none would be a regression
-    stop = tok.decode(ids[usable[0]:usable[0] + 1])
+    stop = tok.decode(ids[usable[0] : usable[0] + 1])
     mars_lm.reset_stats()
     cut = mars_lm.generate_until(_requests(contexts, {"until": [stop], "max_gen_toks": MAX_GEN}))[0]
     assert cut == free.split(stop)[0]
     assert mars_lm.decode_stats["generated_tokens"] < n_free  # stopped at the token-level stop sequence
 
 
-@pytest.mark.parametrize("gen_kwargs", [{"do_sample": True, "temperature": 0.7}, {"temperature": 0.5},
-                                        {"do_sample": False, "num_beams": 4}])
+@pytest.mark.parametrize(
+    "gen_kwargs", [{"do_sample": True, "temperature": 0.7}, {"temperature": 0.5}, {"do_sample": False, "num_beams": 4}]
+)
 def test_greedy_only(mars_lm, trained_tiny, gen_kwargs):
     contexts = _contexts(mars_lm, trained_tiny, n=1)
     with pytest.raises(ValueError, match="greedily"):
@@ -168,12 +184,20 @@ def test_registered_and_model_args(trained_tiny):
 
     cls = get_model("mars")
     assert cls is MARSLM
-    lm = cls.create_from_arg_string(f"pretrained={trained_tiny['mars']},tau=0.8,block_size=3,cache=block,"
-                                    f"cache_block_size=8,metric=entropy,method=mars",
-                                    {"batch_size": 2, "device": "cpu"})
+    lm = cls.create_from_arg_string(
+        f"pretrained={trained_tiny['mars']},tau=0.8,block_size=3,cache=block,"
+        f"cache_block_size=8,metric=entropy,method=mars",
+        {"batch_size": 2, "device": "cpu"},
+    )
     args = lm.model_args()
-    assert (args["tau"], args["block_size"], args["cache"], args["cache_block_size"], args["metric"],
-            args["method"]) == (0.8, 3, "block", 8, "entropy", "mars")
+    assert (
+        args["tau"],
+        args["block_size"],
+        args["cache"],
+        args["cache_block_size"],
+        args["metric"],
+        args["method"],
+    ) == (0.8, 3, "block", 8, "entropy", "mars")
     assert args["mask_token_id"] == lm.tokenizer.convert_tokens_to_ids("<|mask|>")
     for bad in ("tau=0", "tau=1.2", "method=beam", "cache=lru", "metric=logit", "block_size=0"):
         with pytest.raises(ValueError):
@@ -205,9 +229,18 @@ def test_tokens_per_forward_matches_the_decoder(trained_tiny, tmp_path):
     from mars.evaluate import evaluate
 
     tau, limit, tasks = 0.5, 4, ["tiny_gsm8k", "tiny_mmlu_pro", "tiny_gpqa"]
-    written = evaluate(model=trained_tiny["mars"], tasks=tasks, data=trained_tiny["world"] / "data", tau=tau,
-                       limit=limit, batch_size=16, max_gen_toks=MAX_GEN, output=tmp_path / "{task}.json",
-                       experiment="tpf-test", device="cpu")
+    written = evaluate(
+        model=trained_tiny["mars"],
+        tasks=tasks,
+        data=trained_tiny["world"] / "data",
+        tau=tau,
+        limit=limit,
+        batch_size=16,
+        max_gen_toks=MAX_GEN,
+        output=tmp_path / "{task}.json",
+        experiment="tpf-test",
+        device="cpu",
+    )
     tok = AutoTokenizer.from_pretrained(trained_tiny["mars"])
     model = AutoModelForCausalLM.from_pretrained(trained_tiny["mars"], dtype=torch.float32)
     tpf = {}
@@ -216,12 +249,23 @@ def test_tokens_per_forward_matches_the_decoder(trained_tiny, tmp_path):
         samples = record["samples"]
         assert len(samples) == limit
         # one batch, in the harness's order (longest prompt first), as the evaluation ran it
-        prompts = sorted(((tok(s["prompt"])["input_ids"], s["prompt"]) for s in samples),
-                         key=lambda p: (-len(p[0]), p[1]))
-        gens = generate(model, [p for p, _ in prompts], method="mars", block_size=4, tau=tau, cache="cursor",
-                        cache_block_size=32, metric="probability", max_new_tokens=MAX_GEN,
-                        eos_token_ids=[tok.eos_token_id], pad_token_id=tok.pad_token_id,
-                        mask_token_id=tok.mask_token_id)
+        prompts = sorted(
+            ((tok(s["prompt"])["input_ids"], s["prompt"]) for s in samples), key=lambda p: (-len(p[0]), p[1])
+        )
+        gens = generate(
+            model,
+            [p for p, _ in prompts],
+            method="mars",
+            block_size=4,
+            tau=tau,
+            cache="cursor",
+            cache_block_size=32,
+            metric="probability",
+            max_new_tokens=MAX_GEN,
+            eos_token_ids=[tok.eos_token_id],
+            pad_token_id=tok.pad_token_id,
+            mask_token_id=tok.mask_token_id,
+        )
         direct = {text: g for (_, text), g in zip(prompts, gens)}
         for s in samples:
             g = direct[s["prompt"]]

@@ -14,9 +14,16 @@ VOCAB = 40
 
 def tiny_model(attn="sdpa", seed=0):
     torch.manual_seed(seed)
-    config = Qwen2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                         attn_implementation=attn)
+    config = Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        attn_implementation=attn,
+    )
     return Qwen2ForCausalLM(config).eval()
 
 
@@ -51,7 +58,7 @@ def test_clean_stream_equals_plain_causal_forward(attn, variant):
 def test_noisy_stream_layout():
     ids, attention, labels = make_batch()
     batch = build_dual_stream(ids, attention, labels, mask_token_id=MASK, block_size=4, trim=False)
-    noisy = batch.input_ids[:, ids.shape[1]:]
+    noisy = batch.input_ids[:, ids.shape[1] :]
     response = labels != IGNORE
     assert torch.equal(noisy[response], torch.full_like(noisy[response], MASK))
     assert torch.equal(noisy[~response], ids[~response])
@@ -68,8 +75,9 @@ def test_no_leakage_into_noisy_logits(variant):
     ids, attention, labels = make_batch(lengths=(13,), prompts=(3,))
     length, block = 13, 4
     with torch.no_grad():
-        base = build_dual_stream(ids, attention, labels, mask_token_id=MASK, block_size=block, variant=variant,
-                                 trim=False)
+        base = build_dual_stream(
+            ids, attention, labels, mask_token_id=MASK, block_size=block, variant=variant, trim=False
+        )
         _, noisy_ref = dual_stream_logits(model, base)
         generator = torch.Generator().manual_seed(1)
         for q in range(length):
@@ -80,7 +88,7 @@ def test_no_leakage_into_noisy_logits(variant):
             assert torch.allclose(noisy[0, q], noisy_ref[0, q], atol=1e-6), q
             if variant == "mars" and q + 1 < length:
                 noisy_changed = base.input_ids.clone()
-                noisy_changed[0, length + q + 1:] = torch.randint(5, VOCAB, (length - q - 1,), generator=generator)
+                noisy_changed[0, length + q + 1 :] = torch.randint(5, VOCAB, (length - q - 1,), generator=generator)
                 _, noisy = dual_stream_logits(model, _with_ids(base, noisy_changed))
                 assert torch.allclose(noisy[0, q], noisy_ref[0, q], atol=1e-6), q
         # and the mask is not vacuous: an earlier clean block does change the noisy logits of a later block
@@ -110,7 +118,8 @@ def test_losses_equal_hand_computed_cross_entropy():
         clean, noisy = dual_stream_logits(model, batch)
         loss, parts = dual_stream_loss(model, batch, w_ar=1.0)
         _, parts_trimmed = dual_stream_loss(
-            model, build_dual_stream(ids, attention, labels, mask_token_id=MASK, block_size=4), w_ar=1.0)
+            model, build_dual_stream(ids, attention, labels, mask_token_id=MASK, block_size=4), w_ar=1.0
+        )
         loss0, parts0 = dual_stream_loss(model, batch, w_ar=0.0)
     ar_terms, mask_terms = [], []
     for row in range(ids.shape[0]):
@@ -161,9 +170,17 @@ def test_w_ar_scales_exactly_the_gradient_of_the_plain_next_token_loss():
 def test_block_diffusion_targets_are_unshifted_and_weighted():
     ids, attention, labels = make_batch()
     generator = torch.Generator().manual_seed(0)
-    batch = build_dual_stream(ids, attention, labels, mask_token_id=MASK, block_size=4, variant="block_diffusion",
-                              trim=False, generator=generator)
-    noisy = batch.input_ids[:, ids.shape[1]:]
+    batch = build_dual_stream(
+        ids,
+        attention,
+        labels,
+        mask_token_id=MASK,
+        block_size=4,
+        variant="block_diffusion",
+        trim=False,
+        generator=generator,
+    )
+    noisy = batch.input_ids[:, ids.shape[1] :]
     masked = noisy == MASK
     assert masked.any()
     assert torch.equal(batch.noisy_targets[masked], ids[masked])  # a masked position predicts its own token

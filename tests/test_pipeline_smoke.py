@@ -16,17 +16,44 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "configs" / "smoke.yaml"
 TABLES = ["table2", "table3", "table4", "table5", "table8", "table9", "ablations", "cost"]
 FIGURES = ["fig1_shaded_generation", "fig3_pareto", "fig6_acceptance_metrics", "fig_wallclock"]
-ALL_RULES = {"world", "train", "evaluate", "evaluate_sweep", "bench", "table", "table5", "cost_table", "figure1",
-             "figure3", "figure6", "figure_wallclock"}
+ALL_RULES = {
+    "world",
+    "train",
+    "evaluate",
+    "evaluate_sweep",
+    "bench",
+    "table",
+    "table5",
+    "cost_table",
+    "figure1",
+    "figure3",
+    "figure6",
+    "figure_wallclock",
+}
 
 pytestmark = pytest.mark.slow
 
 
 def snakemake(workdir: Path, *args, timeout=1500, config=CONFIG) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
-                           "--directory", str(workdir), *args, "--configfile", str(config)],
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(workdir),
+            *args,
+            "--configfile",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def planned(workdir: Path, *args, config=CONFIG) -> dict:
@@ -54,7 +81,8 @@ def test_every_rule_ran(smoke_run):
     # MLflow's store and artifacts stay in the results folder, not in the working directory
     assert not (workdir / "mlruns").exists()
     artifacts = workdir / "results" / "mlartifacts" / "smoke"
-    assert any(p.name == "run_config.json" for p in artifacts.rglob("*")) and (workdir / "results" / "mlflow.db").is_file()
+    assert any(p.name == "run_config.json" for p in artifacts.rglob("*"))
+    assert (workdir / "results" / "mlflow.db").is_file()
 
 
 def test_every_table_has_its_rows_columns_and_paper_numbers(smoke_run):
@@ -68,11 +96,17 @@ def test_every_table_has_its_rows_columns_and_paper_numbers(smoke_run):
         assert not frames[name].empty, name
     families = ["ifeval", "bbh", "mmlu_pro", "gpqa", "gsm8k", "humaneval"]
     t2 = frames["table2"]
-    assert list(t2["row"]) == ["Base", "AR SFT (5 ep)", "AR SFT (10 ep)", "Block Diffusion (B=4)",
-                               "MARS w/o SFT loss (B=4)", "MARS (B=4)"]
+    assert list(t2["row"]) == [
+        "Base",
+        "AR SFT (5 ep)",
+        "AR SFT (10 ep)",
+        "Block Diffusion (B=4)",
+        "MARS w/o SFT loss (B=4)",
+        "MARS (B=4)",
+    ]
     for column in [*families, "avg", "optimizer_steps", "cumulative_steps"]:
         assert t2[column].map(math.isfinite).all(), column
-        assert ((t2[column] >= 0)).all()
+        assert (t2[column] >= 0).all()
     assert (t2[families] <= 100).all().all()
     assert t2["paper_avg"].tolist() == [17.2, 28.7, 26.4, 22.8, 28.4, 30.4]
     # MARS continues from AR SFT: its cumulative cost includes the AR SFT steps
@@ -138,8 +172,7 @@ def edited(tmp_path: Path, edit) -> Path:
     return path
 
 
-def expected_jobs(config_path: Path, trained: set, evaluated: set, *, tables=None, bench=False,
-                  world=False) -> dict:
+def expected_jobs(config_path: Path, trained: set, evaluated: set, *, tables=None, bench=False, world=False) -> dict:
     """What a change must rerun: the `trained` models, the evaluations of the `evaluated` models (from the one
     declaration, mars.experiments), the tables and figures that read them, the bench if it reads one."""
     import yaml
@@ -149,12 +182,18 @@ def expected_jobs(config_path: Path, trained: set, evaluated: set, *, tables=Non
 
     config = validate(yaml.safe_load(config_path.read_text()))
     settings = [s for s in X.all_settings(config) if s.model in evaluated]
-    jobs = {"world": int(world), "train": len(trained),
-            "evaluate": len({s for s in settings if s.kind == "eval"}),
-            "evaluate_sweep": len({s for s in settings if s.kind == "sweep"})}
+    jobs = {
+        "world": int(world),
+        "train": len(trained),
+        "evaluate": len({s for s in settings if s.kind == "eval"}),
+        "evaluate_sweep": len({s for s in settings if s.kind == "sweep"}),
+    }
     if tables is None:
-        tables = {t for t in ("table2", "table3", "table4", "table8", "table9", "ablations")
-                  if {s.model for s in X.table_settings(config, t)} & evaluated}
+        tables = {
+            t
+            for t in ("table2", "table3", "table4", "table8", "table9", "ablations")
+            if {s.model for s in X.table_settings(config, t)} & evaluated
+        }
     jobs["table"] = len(tables)
     jobs["cost_table"] = int(bool(trained))
     jobs["figure1"] = int(config["eval"]["figure1"]["model"] in evaluated)
@@ -171,8 +210,17 @@ def test_a_learning_rate_reruns_that_model_its_descendants_their_evaluations_and
     assert planned(workdir, config=path) == expected_jobs(path, {"ar_sft_10ep"}, {"ar_sft_10ep"})
     # AR SFT (5 ep) starts every MARS model and ablation: all of them, not the base, not the 10-epoch control
     path = edited(tmp_path, lambda c: c["models"]["ar_sft_5ep"].update(learning_rate=1e-3))
-    descendants = {"ar_sft_5ep", "mars_b4", "mars_b8", "mars_b16", "mars_nolar_b4", "mars_nolar_b8",
-                   "mars_nolar_b16", "mars_bidir_b4", "block_diffusion_b4"}
+    descendants = {
+        "ar_sft_5ep",
+        "mars_b4",
+        "mars_b8",
+        "mars_b16",
+        "mars_nolar_b4",
+        "mars_nolar_b8",
+        "mars_nolar_b16",
+        "mars_bidir_b4",
+        "block_diffusion_b4",
+    }
     jobs = planned(workdir, config=path)
     assert jobs == expected_jobs(path, descendants, descendants)
     assert jobs["train"] == 9
@@ -202,8 +250,7 @@ def test_bench_repetitions_rerun_the_bench_and_table5_only(smoke_run, tmp_path):
     path = edited(tmp_path, lambda c: c["bench"].update(reps=2))
     assert planned(workdir, config=path) == {"bench": 1, "table5": 1, "figure_wallclock": 1, "all": 1}
     # the same change as a command-line override reaches the job too
-    assert planned(workdir, "--config", "bench={reps: 2}") == {"bench": 1, "table5": 1, "figure_wallclock": 1,
-                                                              "all": 1}
+    assert planned(workdir, "--config", "bench={reps: 2}") == {"bench": 1, "table5": 1, "figure_wallclock": 1, "all": 1}
 
 
 def test_a_new_sweep_tau_runs_only_its_sweep_jobs_and_the_tables_that_read_them(smoke_run, tmp_path):

@@ -14,13 +14,12 @@ import uuid
 
 import pytest
 
-from mars.sandbox import supervisor, uids
-from mars.sandbox import SandboxResult, run_python, run_tests, sandbox_processes
+from mars.sandbox import SandboxResult, run_python, run_tests, sandbox_processes, supervisor, uids
 
 IS_ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not IS_ROOT, reason="kernel layers need a root supervisor")
 
-HUMANEVAL_STYLE = '''
+HUMANEVAL_STYLE = """
 from typing import List
 
 def has_close_elements(numbers: List[float], threshold: float) -> bool:
@@ -36,7 +35,7 @@ def check(candidate):
 
 check(has_close_elements)
 print("all tests passed")
-'''
+"""
 
 
 def _no_sandbox_processes(wait_s: float = 2.0) -> list[int]:
@@ -100,8 +99,14 @@ def test_nonzero_exit_code_fails():
 
 
 def test_invalid_arguments_raise():
-    for kwargs in ({"timeout_s": 0}, {"timeout_s": -1}, {"timeout_s": float("nan")},
-                   {"memory_mb": 31}, {"memory_mb": 0}, {"cpu_s": 0}):
+    for kwargs in (
+        {"timeout_s": 0},
+        {"timeout_s": -1},
+        {"timeout_s": float("nan")},
+        {"memory_mb": 31},
+        {"memory_mb": 0},
+        {"cpu_s": 0},
+    ):
         with pytest.raises(ValueError):
             run_python("pass", **kwargs)
 
@@ -191,13 +196,16 @@ def test_memory_limit_is_configurable():
 
 
 # --------------------------------------------------------------------------- files
-@pytest.mark.parametrize("how", [
-    "open({p!r}, 'w').write('pwned')",
-    "import os\nos.close(os.open({p!r}, os.O_WRONLY | os.O_CREAT, 0o644))",
-    "import pathlib\npathlib.Path({p!r}).write_text('pwned')",
-    "import shutil\nopen('local.txt', 'w').write('x')\nshutil.copy('local.txt', {p!r})",
-    "import os\nos.mkdir({p!r})",
-])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "open({p!r}, 'w').write('pwned')",
+        "import os\nos.close(os.open({p!r}, os.O_WRONLY | os.O_CREAT, 0o644))",
+        "import pathlib\npathlib.Path({p!r}).write_text('pwned')",
+        "import shutil\nopen('local.txt', 'w').write('x')\nshutil.copy('local.txt', {p!r})",
+        "import os\nos.mkdir({p!r})",
+    ],
+)
 def test_writes_outside_the_sandbox_are_refused(tmp_path, how):
     targets = [str(tmp_path / "evil.txt"), f"/tmp/mars_sandbox_test_{uuid.uuid4().hex}"]
     before = sorted(os.listdir(tmp_path))
@@ -208,13 +216,16 @@ def test_writes_outside_the_sandbox_are_refused(tmp_path, how):
     assert sorted(os.listdir(tmp_path)) == before
 
 
-@pytest.mark.parametrize("how", [
-    "import os\nos.remove({p!r})",
-    "import os\nos.rename({p!r}, 'stolen.txt')",
-    "import os\nos.chmod({p!r}, 0o777)",
-    "import shutil\nshutil.rmtree({d!r})",
-    "open({p!r}, 'w')",  # truncation
-])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "import os\nos.remove({p!r})",
+        "import os\nos.rename({p!r}, 'stolen.txt')",
+        "import os\nos.chmod({p!r}, 0o777)",
+        "import shutil\nshutil.rmtree({d!r})",
+        "open({p!r}, 'w')",  # truncation
+    ],
+)
 def test_deleting_or_modifying_files_outside_is_refused(tmp_path, how):
     d = tmp_path / "keep"
     d.mkdir()
@@ -232,10 +243,11 @@ def stat_mode(path) -> int:
 
 
 def test_symlink_escape_and_chdir_are_refused(tmp_path):
-    for prog in (f"import os\nos.symlink({str(tmp_path)!r}, 'link')\nopen('link/x', 'w')",
-                 "import os\nos.chdir('/tmp')\nopen('x', 'w')",
-                 "import os\nfd = os.open('/tmp', os.O_RDONLY)\n"
-                 "os.open('x', os.O_WRONLY | os.O_CREAT, dir_fd=fd)"):
+    for prog in (
+        f"import os\nos.symlink({str(tmp_path)!r}, 'link')\nopen('link/x', 'w')",
+        "import os\nos.chdir('/tmp')\nopen('x', 'w')",
+        "import os\nfd = os.open('/tmp', os.O_RDONLY)\nos.open('x', os.O_WRONLY | os.O_CREAT, dir_fd=fd)",
+    ):
         r = run_python(prog)
         assert r.status == "blocked", (prog, r)
     assert list(tmp_path.iterdir()) == []
@@ -264,8 +276,7 @@ def test_working_directory_is_private_writable_and_removed():
 
 
 def test_temp_dir_removed_after_timeout():
-    r = run_python("import os\nprint(os.getcwd(), flush=True)\nwhile True:\n    pass\n",
-                   timeout_s=1)
+    r = run_python("import os\nprint(os.getcwd(), flush=True)\nwhile True:\n    pass\n", timeout_s=1)
     assert r.status == "timeout"
     cwd = r.stdout.strip()
     assert "mars_sbx_" in cwd and not os.path.exists(os.path.dirname(cwd))
@@ -282,13 +293,15 @@ def test_unaudited_mkfifo_lands_in_private_tmp():
 
 
 # --------------------------------------------------------------------------- network
-@pytest.mark.parametrize("how", [
-    "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)",
-    "import socket\ns = socket.socket()\ns.settimeout(1)\ns.connect(('127.0.0.1', {port}))",
-    "import urllib.request\nurllib.request.urlopen('http://127.0.0.1:{port}/', timeout=1)",
-    "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-    "s.sendto(b'x', ('127.0.0.1', {port}))",
-])
+@pytest.mark.parametrize(
+    "how",
+    [
+        "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)",
+        "import socket\ns = socket.socket()\ns.settimeout(1)\ns.connect(('127.0.0.1', {port}))",
+        "import urllib.request\nurllib.request.urlopen('http://127.0.0.1:{port}/', timeout=1)",
+        "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.sendto(b'x', ('127.0.0.1', {port}))",
+    ],
+)
 def test_network_is_refused_and_listener_sees_nothing(how):
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -328,9 +341,17 @@ def test_environment_secrets_are_not_visible(monkeypatch):
     assert "s3cr3t" not in r.stdout and "s3cr3t" not in r.stderr
     env_line, self_environ = r.stdout.splitlines()
     # The child's environment is the sandbox's own minimal dict, not a filtered copy of the caller's ...
-    assert set(ast.literal_eval(env_line)) == {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONHASHSEED",
-                                               "PYTHONDONTWRITEBYTECODE", "OPENBLAS_NUM_THREADS",
-                                               "OMP_NUM_THREADS", "MKL_NUM_THREADS"}
+    assert set(ast.literal_eval(env_line)) == {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LANG",
+        "PYTHONHASHSEED",
+        "PYTHONDONTWRITEBYTECODE",
+        "OPENBLAS_NUM_THREADS",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+    }
     assert self_environ.startswith("/proc/self/environ b'PATH=/usr/bin:/bin")
     # ... and reading the supervisor's environment ends the program (it never gets to print it).
     assert r.status == "blocked" and f"/proc/{os.getpid()}/environ (another process)" in r.stderr, r
@@ -361,8 +382,7 @@ def test_privileges_are_dropped(tmp_path):
 def test_ctypes_is_refused_but_optional_imports_degrade():
     r = run_python("import ctypes\nprint(ctypes.CDLL(None).getpid())")
     assert r.status == "blocked"
-    r = run_python("try:\n    import ctypes\nexcept ImportError:\n    ctypes = None\n"
-                   "print(ctypes is None)")
+    r = run_python("try:\n    import ctypes\nexcept ImportError:\n    ctypes = None\nprint(ctypes is None)")
     assert r.passed and r.stdout == "True\n"
 
 
@@ -396,11 +416,19 @@ def test_hook_functions_do_no_global_or_closure_lookups():
     # or writable closure cells.
     ns = {"__name__": "not_main"}
     exec(compile(supervisor.stage_source("run_stage.py"), "<run_stage>", "exec"), ns)
-    nested = [c for c in ns["_install_hook"].__code__.co_consts
-              if isinstance(c, types.CodeType) and c.co_name != "<genexpr>"]
+    nested = [
+        c for c in ns["_install_hook"].__code__.co_consts if isinstance(c, types.CodeType) and c.co_name != "<genexpr>"
+    ]
     assert {c.co_name for c in nested} >= {"hook", "hook_impl", "on_open", "realpath", "deny"}
-    forbidden = {"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLOSURE", "STORE_DEREF",
-                 "STORE_GLOBAL", "LOAD_CLASSDEREF"}
+    forbidden = {
+        "LOAD_GLOBAL",
+        "LOAD_NAME",
+        "LOAD_DEREF",
+        "LOAD_CLOSURE",
+        "STORE_DEREF",
+        "STORE_GLOBAL",
+        "LOAD_CLASSDEREF",
+    }
     for c in nested:
         assert not c.co_freevars and not c.co_cellvars, c.co_name
         used = {i.opname for i in dis.get_instructions(c)} & forbidden
@@ -417,8 +445,10 @@ def test_numpy_programs_work_if_numpy_is_installed():
 
 # --------------------------------------------------------------------------- output
 def test_stdout_flood_is_truncated_and_call_returns():
-    prog = ("import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(100):\n"
-            "    sys.stdout.write(chunk)\nsys.stdout.write('END')\n")
+    prog = (
+        "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(100):\n"
+        "    sys.stdout.write(chunk)\nsys.stdout.write('END')\n"
+    )
     t0 = time.monotonic()
     r = run_python(prog, timeout_s=20)
     assert time.monotonic() - t0 < 15

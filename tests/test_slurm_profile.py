@@ -17,8 +17,17 @@ ROOT = Path(__file__).resolve().parents[1]
 PROFILE_DIR = ROOT / "slurm"
 PROFILE = PROFILE_DIR / "config.yaml"
 CLUSTER_SCRIPT = ROOT / "scripts" / "slurm_cluster.sh"
-ENV_VARS = ("MARS_SLURM_PARTITION", "SBATCH_PARTITION", "MARS_SLURM_ACCOUNT", "SBATCH_ACCOUNT", "MARS_SLURM_GPUS",
-            "MARS_SLURM_TRAIN_GPUS", "MARS_SLURM_CPUS_PER_GPU", "MARS_SLURM_MEM_MB_PER_GPU", "SNAKEMAKE_PROFILE")
+ENV_VARS = (
+    "MARS_SLURM_PARTITION",
+    "SBATCH_PARTITION",
+    "MARS_SLURM_ACCOUNT",
+    "SBATCH_ACCOUNT",
+    "MARS_SLURM_GPUS",
+    "MARS_SLURM_TRAIN_GPUS",
+    "MARS_SLURM_CPUS_PER_GPU",
+    "MARS_SLURM_MEM_MB_PER_GPU",
+    "SNAKEMAKE_PROFILE",
+)
 
 # sinfo --noheader --format=%P|%l|%G of a cluster like the CI one (no GPUs) and of a GPU cluster
 CPU_CLUSTER = "debug*|infinite|(null)"
@@ -61,8 +70,12 @@ def fake_cluster(tmp_path, monkeypatch):
             write("sinfo", "#!/bin/sh\necho 'sinfo: error: Unable to contact slurm controller' >&2\nexit 1\n")
         else:
             write("sinfo", f"#!/bin/sh\ncat <<'EOF'\n{sinfo_output}\nEOF\n")
-        write("sacct", "#!/bin/sh\nexit 0\n" if accounting else
-              "#!/bin/sh\necho 'Slurm accounting storage is disabled' >&2\nexit 1\n")
+        write(
+            "sacct",
+            "#!/bin/sh\nexit 0\n"
+            if accounting
+            else "#!/bin/sh\necho 'Slurm accounting storage is disabled' >&2\nexit 1\n",
+        )
         # (also restores PATH after the test: rendering the profile prepends the interpreter's bin folder)
         monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
@@ -123,9 +136,23 @@ def dry_run(tmp_path, *args):
     work.mkdir(exist_ok=True)
     (work / "Snakefile").write_text(SNAKEFILE)
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "all", "--profile", str(PROFILE_DIR), "-n", "--forceall",
-         "--nolock", *args],
-        cwd=work, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--cores",
+            "all",
+            "--profile",
+            str(PROFILE_DIR),
+            "-n",
+            "--forceall",
+            "--nolock",
+            *args,
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out, rule, found = proc.stdout + proc.stderr, None, {}
@@ -134,7 +161,7 @@ def dry_run(tmp_path, *args):
         if line.startswith(("rule ", "localrule ")):
             rule = line.split()[1].rstrip(":")
         elif line.startswith("resources:") and rule:
-            found[rule] = dict(item.split("=", 1) for item in line[len("resources:"):].strip().split(", "))
+            found[rule] = dict(item.split("=", 1) for item in line[len("resources:") :].strip().split(", "))
     assert {"world", "train", "table_main"} <= set(found), out
     return found
 
@@ -183,8 +210,18 @@ def test_partition_time_limits(fake_cluster):
     for block in yaml.safe_load(PROFILE.read_text())["__definitions__"]:
         exec(block, definitions)
     minutes = definitions["minutes"]
-    cases = {"infinite": None, "n/a": None, "": None, "30": 30, "30:00": 30, "30:30": 31, "12:00:00": 720,
-             "1-00:00:00": 1440, "2-12": 3600, "1-01:30": 1530}
+    cases = {
+        "infinite": None,
+        "n/a": None,
+        "": None,
+        "30": 30,
+        "30:00": 30,
+        "30:30": 31,
+        "12:00:00": 720,
+        "1-00:00:00": 1440,
+        "2-12": 3600,
+        "1-01:30": 1530,
+    }
     assert {limit: minutes(limit) for limit in cases} == cases
 
 

@@ -16,8 +16,10 @@ with mlflow_run("race", sys.argv[2], results_dir=sys.argv[1]) as mlflow:
 def test_parallel_jobs_on_a_fresh_store_all_succeed(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     store_dir = tmp_path / "results"
-    jobs = [subprocess.Popen([sys.executable, "-c", JOB, str(store_dir), f"job{i}"], stderr=subprocess.PIPE,
-                             text=True) for i in range(4)]
+    jobs = [
+        subprocess.Popen([sys.executable, "-c", JOB, str(store_dir), f"job{i}"], stderr=subprocess.PIPE, text=True)
+        for i in range(4)
+    ]
     errors = [job.communicate(timeout=300)[1] for job in jobs]
     assert [job.returncode for job in jobs] == [0] * 4, "\n".join(e[-500:] for e in errors)
 

@@ -12,8 +12,20 @@ from mars.train import build_dataset, load_init, make_trainer, train
 
 
 def spec(**overrides) -> TrainSpec:
-    fields = dict(method="mars", init="world", block_size=4, w_ar=1.0, epochs=1, learning_rate=2e-3,
-                  batch_size=8, max_length=64, save_steps=4, logging_steps=1, warmup_ratio=0.0, seed=0)
+    fields = dict(
+        method="mars",
+        init="world",
+        block_size=4,
+        w_ar=1.0,
+        epochs=1,
+        learning_rate=2e-3,
+        batch_size=8,
+        max_length=64,
+        save_steps=4,
+        logging_steps=1,
+        warmup_ratio=0.0,
+        seed=0,
+    )
     return TrainSpec(**{**fields, **overrides})
 
 
@@ -21,13 +33,20 @@ def weights(folder) -> dict:
     return load_file(str(folder / "model.safetensors"))
 
 
-@pytest.mark.parametrize("method,attention,w_ar", [("mars", "mars", 1.0), ("mars", "bidirectional", 1.0),
-                                                   ("mars", "mars", 0.0), ("block_diffusion", "mars", 0.0)])
+@pytest.mark.parametrize(
+    "method,attention,w_ar",
+    [("mars", "mars", 1.0), ("mars", "bidirectional", 1.0), ("mars", "mars", 0.0), ("block_diffusion", "mars", 0.0)],
+)
 def test_short_run_lowers_the_losses(small_init, tmp_path, monkeypatch, method, attention, w_ar):
     monkeypatch.setenv("MARS_CONFIG_HASH", "cafe12345678")  # what the workflow exports
     out = tmp_path / "model"
-    metrics = train(spec(method=method, attention=attention, w_ar=w_ar, epochs=4), init=str(small_init / "init"),
-                    data_dir=str(small_init / "data"), output=str(out), experiment="test")
+    metrics = train(
+        spec(method=method, attention=attention, w_ar=w_ar, epochs=4),
+        init=str(small_init / "init"),
+        data_dir=str(small_init / "data"),
+        output=str(out),
+        experiment="test",
+    )
     history = [h for h in json.loads((out / "run_config.json").read_text())["log_history"] if "loss_mask" in h]
     first, last = history[0], history[-1]
     assert last["loss_mask"] < first["loss_mask"] - 0.3
@@ -53,8 +72,15 @@ def test_short_run_lowers_the_losses(small_init, tmp_path, monkeypatch, method, 
 
 
 def _one_update(small_init, work, batch_size, grad_accum, method="mars"):
-    s = spec(method=method, w_ar=0.0 if method == "block_diffusion" else 1.0, batch_size=batch_size,
-             grad_accum=grad_accum, max_steps=2, epochs=1, save_steps=100)
+    s = spec(
+        method=method,
+        w_ar=0.0 if method == "block_diffusion" else 1.0,
+        batch_size=batch_size,
+        grad_accum=grad_accum,
+        max_steps=2,
+        epochs=1,
+        save_steps=100,
+    )
     model, tokenizer = load_init(str(small_init / "init"), s)
     dataset = build_dataset(load_records(small_init / "data", "train"), tokenizer, s)
     trainer = make_trainer(s, model, tokenizer, dataset, work)
@@ -102,7 +128,8 @@ def test_sorted_micro_batches_cut_padding_and_keep_random_steps(small_init, tmp_
     def epoch(sort_micro_batches):
         s = spec(method="ar", batch_size=4, grad_accum=4, max_length=256, sort_micro_batches=sort_micro_batches)
         model, tokenizer = load_init(str(small_init / "init"), s)
-        trainer = make_trainer(s, model, tokenizer, build_dataset(records, tokenizer, s), tmp_path / str(sort_micro_batches))
+        dataset = build_dataset(records, tokenizer, s)
+        trainer = make_trainer(s, model, tokenizer, dataset, tmp_path / str(sort_micro_batches))
         lengths = [len(ids) for ids in trainer.train_dataset["input_ids"]]
         batches = [b["attention_mask"] for b in trainer.get_train_dataloader()]
         real = [[int(n) for n in b.sum(1)] for b in batches]
@@ -113,7 +140,7 @@ def test_sorted_micro_batches_cut_padding_and_keep_random_steps(small_init, tmp_
     random_padding, _ = epoch(False)
     assert sorted_padding < 0.5 * random_padding
     # each optimizer step (4 micro-batches) is sorted by length, and the steps themselves are not
-    steps = [sum(sorted_batches[i:i + 4], []) for i in range(0, len(sorted_batches), 4)]
+    steps = [sum(sorted_batches[i : i + 4], []) for i in range(0, len(sorted_batches), 4)]
     assert all(step == sorted(step) for step in steps)
     assert sum(step[-1] >= 2 * step[0] for step in steps) >= len(steps) // 2  # long and short records mixed
 
@@ -125,11 +152,11 @@ def test_step_sorted_sampler_is_a_seeded_permutation_per_epoch():
     sampler = StepSortedSampler(lengths, step_size=4, seed=3)
     first = list(sampler)
     assert sorted(first) == list(range(len(lengths)))
-    groups = [first[i:i + 4] for i in range(0, len(first), 4)]
+    groups = [first[i : i + 4] for i in range(0, len(first), 4)]
     assert all([lengths[i] for i in g] == sorted(lengths[i] for i in g) for g in groups)
     assert list(sampler) == first  # same epoch, same order
     # the groups are the seeded permutation's consecutive chunks (brute force)
     order = torch.randperm(len(lengths), generator=torch.Generator().manual_seed(3 * 1_000_003)).tolist()
-    assert [set(g) for g in groups] == [set(order[i:i + 4]) for i in range(0, len(order), 4)]
+    assert [set(g) for g in groups] == [set(order[i : i + 4]) for i in range(0, len(order), 4)]
     sampler.set_epoch(1)
     assert list(sampler) != first

@@ -19,8 +19,23 @@ def dry_run(*args) -> tuple[int, str, dict]:
     if "--configfile" not in args:  # (after the targets: --configfile takes several values)
         args = (*args, "--configfile", str(ROOT / "config.yaml"))
     with tempfile.TemporaryDirectory() as workdir:
-        proc = subprocess.run([*SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), "--directory", workdir, "-n",
-                               *args, "--quiet", "rules"], cwd=workdir, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [
+                *SNAKEMAKE,
+                "--snakefile",
+                str(ROOT / "Snakefile"),
+                "--directory",
+                workdir,
+                "-n",
+                *args,
+                "--quiet",
+                "rules",
+            ],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     out = proc.stdout + proc.stderr
     counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M)}
     return proc.returncode, out, counts
@@ -63,18 +78,22 @@ def bad_config(tmp_path, edit) -> Path:
     return path
 
 
-@pytest.mark.parametrize("edit,message", [
-    (lambda c: c["models"]["mars_b4"].update(method="diffusion"), "config key 'models.mars_b4.method'"),
-    (lambda c: c["eval"].update(sweep_taus=[1.0, 1.5]), "config key 'eval.sweep_taus.1'"),
-    (lambda c: c["bench"].update(tau=2.0), "config key 'bench.tau'"),
-    (lambda c: c["models"]["mars_b8"].pop("block_size"),
-     "config key 'models.mars_b8': 'block_size' is a required property"),
-    (lambda c: c["models"]["ar_sft_5ep"].update(epochs=-1), "config key 'models.ar_sft_5ep.epochs'"),
-    (lambda c: c["training"].update(learning_rat=1e-3), "config key 'training': Additional properties"),
-    # a model the tables name, renamed: one clear error, never a silently missing row
-    (lambda c: c["models"].update(mars_b4_renamed=c["models"].pop("mars_b4")),
-     "'mars_b4' is not a model entry"),
-])
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda c: c["models"]["mars_b4"].update(method="diffusion"), "config key 'models.mars_b4.method'"),
+        (lambda c: c["eval"].update(sweep_taus=[1.0, 1.5]), "config key 'eval.sweep_taus.1'"),
+        (lambda c: c["bench"].update(tau=2.0), "config key 'bench.tau'"),
+        (
+            lambda c: c["models"]["mars_b8"].pop("block_size"),
+            "config key 'models.mars_b8': 'block_size' is a required property",
+        ),
+        (lambda c: c["models"]["ar_sft_5ep"].update(epochs=-1), "config key 'models.ar_sft_5ep.epochs'"),
+        (lambda c: c["training"].update(learning_rat=1e-3), "config key 'training': Additional properties"),
+        # a model the tables name, renamed: one clear error, never a silently missing row
+        (lambda c: c["models"].update(mars_b4_renamed=c["models"].pop("mars_b4")), "'mars_b4' is not a model entry"),
+    ],
+)
 def test_bad_configs_are_rejected_naming_the_key(tmp_path, edit, message):
     path = bad_config(tmp_path, edit)
     code, out, jobs = dry_run("--configfile", str(path))
@@ -95,9 +114,23 @@ def test_every_job_gets_its_settings_as_a_param_and_decodes_with_its_trained_blo
     import tempfile
 
     with tempfile.TemporaryDirectory() as workdir:
-        proc = subprocess.run([*SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), "--directory", workdir, "-n",
-                               "-p", "--configfile", str(ROOT / "config.yaml")], cwd=workdir, capture_output=True,
-                              text=True, timeout=300)
+        proc = subprocess.run(
+            [
+                *SNAKEMAKE,
+                "--snakefile",
+                str(ROOT / "Snakefile"),
+                "--directory",
+                workdir,
+                "-n",
+                "-p",
+                "--configfile",
+                str(ROOT / "config.yaml"),
+            ],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     commands = [line for line in proc.stdout.splitlines() if " mars " in f" {line} " and "--job" in line]
     assert not [c for c in proc.stdout.splitlines() if "--config " in c]

@@ -71,8 +71,12 @@ FEWSHOT: dict[str, int] = {"bbh": 1}  # tiny: 1-shot, so prompts fit the 256-tok
 # the headline metric of each family (key in the result's "metrics")
 PRIMARY_METRIC: dict[str, str] = {family: REGISTRY[family].primary_metric for family in FAMILIES}
 PAPER_PRIMARY_METRIC: dict[str, str] = {
-    "ifeval": "prompt_level_strict_acc", "bbh": "exact_match,get-answer", "mmlu_pro": "exact_match,custom-extract",
-    "gpqa": "exact_match,flexible-extract", "gsm8k": "exact_match,flexible-extract", "humaneval": "pass@1,create_test",
+    "ifeval": "prompt_level_strict_acc",
+    "bbh": "exact_match,get-answer",
+    "mmlu_pro": "exact_match,custom-extract",
+    "gpqa": "exact_match,flexible-extract",
+    "gsm8k": "exact_match,flexible-extract",
+    "humaneval": "pass@1,create_test",
 }
 
 _HOOKS = "mars.eval_tasks.hooks"
@@ -147,8 +151,14 @@ def _aggregation(aggregation: Any) -> str | _Function:
     return _Function(f"{aggregation.__module__}.{aggregation.__qualname__}")
 
 
-def task_config(family: str, data_dir: str | Path, *, name: str | None = None, subtask: str | None = None,
-                max_gen_toks: int = DEFAULT_MAX_GEN_TOKS) -> dict[str, Any]:
+def task_config(
+    family: str,
+    data_dir: str | Path,
+    *,
+    name: str | None = None,
+    subtask: str | None = None,
+    max_gen_toks: int = DEFAULT_MAX_GEN_TOKS,
+) -> dict[str, Any]:
     """The lm-eval config dict of one tiny task (``!function`` values are :class:`_Function` strings)."""
     metric_list = []
     for metric, aggregation in REGISTRY[family].metrics:
@@ -168,8 +178,14 @@ def task_config(family: str, data_dir: str | Path, *, name: str | None = None, s
         "metadata": {"version": TASK_VERSION},  # (lm-eval passes metadata to custom_dataset as keyword arguments)
     }
     if family == "bbh":
-        cfg.update({"training_split": "train", "fewshot_split": "train", "target_delimiter": "",
-                    "fewshot_config": {"sampler": "first_n"}})
+        cfg.update(
+            {
+                "training_split": "train",
+                "fewshot_split": "train",
+                "target_delimiter": "",
+                "fewshot_config": {"sampler": "first_n"},
+            }
+        )
     if family == "humaneval":
         cfg["unsafe_code"] = True  # model code is executed (through mars.sandbox only)
     return cfg
@@ -194,8 +210,13 @@ def check_data_dir(data_dir: str | Path | None) -> Path:
     return path
 
 
-def write_task_dir(data_dir: str | Path, out: str | Path, *, max_gen_toks: int = DEFAULT_MAX_GEN_TOKS,
-                   families: tuple[str, ...] = FAMILIES) -> dict[str, list[str]]:
+def write_task_dir(
+    data_dir: str | Path,
+    out: str | Path,
+    *,
+    max_gen_toks: int = DEFAULT_MAX_GEN_TOKS,
+    families: tuple[str, ...] = FAMILIES,
+) -> dict[str, list[str]]:
     """Write the tiny task YAMLs for ``data_dir`` into ``out``; returns {task or group name: its leaf tasks}.
 
     A family without test records gets no task; bbh gets one task per subtask present in the test split (the
@@ -216,25 +237,32 @@ def write_task_dir(data_dir: str | Path, out: str | Path, *, max_gen_toks: int =
                     continue
                 shots = _count(data / "train.jsonl", "bbh", sub)
                 if shots < FEWSHOT["bbh"]:
-                    raise ConfigError(f"tiny_bbh needs {FEWSHOT['bbh']} train records of subtask {sub!r} for its "
-                                      f"shots, {data / 'train.jsonl'} has {shots}")
+                    raise ConfigError(
+                        f"tiny_bbh needs {FEWSHOT['bbh']} train records of subtask {sub!r} for its "
+                        f"shots, {data / 'train.jsonl'} has {shots}"
+                    )
                 name = f"{TINY_PREFIX}bbh_{sub}"
                 dump(f"{name}.yaml", task_config("bbh", data, name=name, subtask=sub, max_gen_toks=max_gen_toks))
                 leaves.append(name)
             if leaves:
-                dump(f"_{TINY_PREFIX}bbh.yaml", {
-                    "group": f"{TINY_PREFIX}bbh", "task": leaves,
-                    "aggregate_metric_list": [{"metric": "exact_match", "aggregation": "mean",
-                                               "weight_by_size": True}],
-                    "metadata": {"version": TASK_VERSION}})
+                dump(
+                    f"_{TINY_PREFIX}bbh.yaml",
+                    {
+                        "group": f"{TINY_PREFIX}bbh",
+                        "task": leaves,
+                        "aggregate_metric_list": [
+                            {"metric": "exact_match", "aggregation": "mean", "weight_by_size": True}
+                        ],
+                        "metadata": {"version": TASK_VERSION},
+                    },
+                )
                 written[f"{TINY_PREFIX}bbh"] = leaves
         elif _count(data / "test.jsonl", family) > 0:
             name = f"{TINY_PREFIX}{family}"
             dump(f"{name}.yaml", task_config(family, data, max_gen_toks=max_gen_toks))
             written[name] = [name]
     if written:
-        dump(f"_{TINY_GROUP}.yaml", {"group": TINY_GROUP, "task": list(written),
-                                     "metadata": {"version": TASK_VERSION}})
+        dump(f"_{TINY_GROUP}.yaml", {"group": TINY_GROUP, "task": list(written), "metadata": {"version": TASK_VERSION}})
         written[TINY_GROUP] = [leaf for name in list(written) for leaf in written[name]]
     (out / "tasks.json").write_text(json.dumps({"data_dir": str(data), "tasks": written}, indent=2))
     return written
@@ -262,6 +290,7 @@ def paper_task_spec(family: str, task_manager) -> str | dict:
     cfg = load_yaml(entry.yaml_path, resolve_func=False, recursive=True)
     cfg["task"] = name
     cfg["metric_list"] = [{"metric": hooks.sandboxed_pass_at_1, "aggregation": "mean", "higher_is_better": True}]
-    cfg["filter_list"] = [{"name": "create_test",
-                           "filter": [{"function": "custom", "filter_fn": hooks.humaneval_instruct_predictions}]}]
+    cfg["filter_list"] = [
+        {"name": "create_test", "filter": [{"function": "custom", "filter_fn": hooks.humaneval_instruct_predictions}]}
+    ]
     return cfg

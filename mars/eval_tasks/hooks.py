@@ -104,6 +104,8 @@ def sandboxed_pass_at_1(references: list[str], predictions: list[list[str]], k: 
     from mars.sandbox import run_tests
     from mars.world.tasks import HUMANEVAL_TIMEOUT_S
 
-    passed = [float(run_tests(preds[0] if preds else "", ref, timeout_s=HUMANEVAL_TIMEOUT_S))
-              for ref, preds in zip(references, predictions)]
+    passed = [
+        float(run_tests(preds[0] if preds else "", ref, timeout_s=HUMANEVAL_TIMEOUT_S))
+        for ref, preds in zip(references, predictions)
+    ]
     return {"pass@1": sum(passed) / len(passed) if passed else 0.0}

@@ -17,9 +17,27 @@ import pandas as pd
 from mars.config import ConfigError
 from mars.experiments import parse_setting
 
-EVAL_COLUMNS = ["kind", "model", "setting", "method", "tau", "acceptance", "task", "family", "metric", "score",
-                "stderr", "tokens_per_forward", "generated_tokens", "forwards", "eval_wall_time_s", "block_size",
-                "cache", "max_gen_toks", "limit"]
+EVAL_COLUMNS = [
+    "kind",
+    "model",
+    "setting",
+    "method",
+    "tau",
+    "acceptance",
+    "task",
+    "family",
+    "metric",
+    "score",
+    "stderr",
+    "tokens_per_forward",
+    "generated_tokens",
+    "forwards",
+    "eval_wall_time_s",
+    "block_size",
+    "cache",
+    "max_gen_toks",
+    "limit",
+]
 
 
 def load_eval(path: Path) -> dict:
@@ -32,7 +50,9 @@ def load_eval(path: Path) -> dict:
     stderr = record["metrics"][metric].get("stderr")
     args = record.get("model_args", {})
     return {
-        "task": record["task"], "family": record["family"], "metric": metric,
+        "task": record["task"],
+        "family": record["family"],
+        "metric": metric,
         "score": 100.0 * float(value),  # percent, as the paper reports
         "stderr": 100.0 * float(stderr) if isinstance(stderr, (int, float)) else math.nan,
         "tokens_per_forward": float(record["decoding"]["tokens_per_forward"]),
@@ -40,7 +60,8 @@ def load_eval(path: Path) -> dict:
         "forwards": int(record["decoding"]["forwards"]),
         "eval_wall_time_s": float(record["decoding"].get("eval_wall_time_s", math.nan)),
         # the decoding settings the number came from, as the evaluation recorded them
-        "block_size": args.get("block_size"), "cache": args.get("cache"),
+        "block_size": args.get("block_size"),
+        "cache": args.get("cache"),
         "max_gen_toks": record.get("eval_args", {}).get("max_gen_toks"),
         "limit": record.get("eval_args", {}).get("limit"),
     }
@@ -53,9 +74,17 @@ def collect_evals(paths: list[str | Path]) -> pd.DataFrame:
     for path in map(Path, paths):
         setting_dir = path.parent
         method, tau, metric = parse_setting(setting_dir.name)
-        rows.append({"kind": setting_dir.parent.parent.name, "model": setting_dir.parent.name,
-                     "setting": setting_dir.name, "method": method, "tau": tau, "acceptance": metric,
-                     **load_eval(path)})
+        rows.append(
+            {
+                "kind": setting_dir.parent.parent.name,
+                "model": setting_dir.parent.name,
+                "setting": setting_dir.name,
+                "method": method,
+                "tau": tau,
+                "acceptance": metric,
+                **load_eval(path),
+            }
+        )
     return pd.DataFrame(rows, columns=EVAL_COLUMNS)
 
 
@@ -69,8 +98,10 @@ def read_json(path: Path) -> dict:
 def training_cost(models_dir: str | Path, model: str) -> dict:
     """Optimizer steps and wall time of a trained model (for compute-matched comparisons)."""
     metrics = read_json(Path(models_dir) / model / "metrics.json")
-    return {"optimizer_steps": metrics.get("optimizer_steps", math.nan),
-            "train_wall_time_s": metrics.get("train_runtime_s") or metrics.get("wall_time_s", math.nan)}
+    return {
+        "optimizer_steps": metrics.get("optimizer_steps", math.nan),
+        "train_wall_time_s": metrics.get("train_runtime_s") or metrics.get("wall_time_s", math.nan),
+    }
 
 
 def read_benchmark(path: str | Path) -> dict:

@@ -50,8 +50,16 @@ def draw(pieces: list[str], title: str, stem: Path, width_chars: int = 70) -> li
     for row, parts in enumerate(lines):
         x = 0.0
         for text, index in parts:  # each chunk placed right after the previous one, measured as rendered
-            artist = ax.text(x, 1 - (row + 0.5) * line_h, text, family="monospace", fontsize=8, va="center",
-                             ha="left", bbox={"facecolor": colors[index % 2], "edgecolor": "none", "pad": 1.2})
+            artist = ax.text(
+                x,
+                1 - (row + 0.5) * line_h,
+                text,
+                family="monospace",
+                fontsize=8,
+                va="center",
+                ha="left",
+                bbox={"facecolor": colors[index % 2], "edgecolor": "none", "pad": 1.2},
+            )
             x += artist.get_window_extent(renderer=renderer).width / ax.get_window_extent(renderer=renderer).width
     ax.set_title(title, fontsize=9)
     return save(fig, stem)
@@ -64,6 +72,8 @@ def main(eval_json: str, model_dir: str, stem: str) -> list[Path]:
     sample = pick_sample(record)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     pieces = chunk_texts(sample, tokenizer)
-    title = (f"{record['model']['name']}, tau={record['tau']:g}: {len(sample['token_ids'])} tokens in "
-             f"{sample['forwards']} forwards ({sample['tokens_per_forward']:.2f} tokens per forward)")
+    title = (
+        f"{record['model']['name']}, tau={record['tau']:g}: {len(sample['token_ids'])} tokens in "
+        f"{sample['forwards']} forwards ({sample['tokens_per_forward']:.2f} tokens per forward)"
+    )
     return draw(pieces, title, Path(stem))

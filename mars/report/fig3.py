@@ -23,8 +23,13 @@ def main(table8_csv: str, table2_csv: str, stem: str) -> list[Path]:
         for curve in curves.itertuples():
             group = sweep[sweep["model"] == curve.model].sort_values("tau", ascending=False)
             block, with_ar = int(curve.block_size), curve.sft_loss == "yes"
-            ax.plot(group[f"tpf_{task}"], group[task], marker="o" if with_ar else "x",
-                    linestyle="-" if with_ar else "--", label=f"B={block}" + ("" if with_ar else " w/o L_AR"))
+            ax.plot(
+                group[f"tpf_{task}"],
+                group[task],
+                marker="o" if with_ar else "x",
+                linestyle="-" if with_ar else "--",
+                label=f"B={block}" + ("" if with_ar else " w/o L_AR"),
+            )
         if not ar.empty:
             ax.axhline(float(ar[task].iloc[0]), color="black", linewidth=1, linestyle=":", label="AR SFT (5 ep)")
         ax.set_xlabel("tokens per forward")

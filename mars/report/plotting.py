@@ -24,8 +24,10 @@ def save(fig, stem: str | Path) -> list[Path]:
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = []
-    for suffix, metadata in ((".png", {"Software": None}), (".pdf", {"CreationDate": None, "Producer": None,
-                                                                    "Creator": None})):
+    for suffix, metadata in (
+        (".png", {"Software": None}),
+        (".pdf", {"CreationDate": None, "Producer": None, "Creator": None}),
+    ):
         path = stem.with_suffix(suffix)
         buffer = io.BytesIO()
         fig.savefig(buffer, format=suffix[1:], bbox_inches="tight", metadata=metadata)

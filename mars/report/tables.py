@@ -27,8 +27,9 @@ DECODING_COLUMNS = ("method", "tau", "block_size", "acceptance", "cache", "max_g
 
 
 class Tables:
-    def __init__(self, job: dict, results: str | Path | None, inputs: list | None = None,
-                 bench_csv: str | Path | None = None):
+    def __init__(
+        self, job: dict, results: str | Path | None, inputs: list | None = None, bench_csv: str | Path | None = None
+    ):
         self.job = job
         self.results = Path(results) if results else None
         self.rows = [Row.from_dict(r) for r in job["rows"]]
@@ -48,18 +49,24 @@ class Tables:
             trained = info["trained"]
             for key in ("block_size", "w_ar", "attention"):
                 if trained[key] is not None and spec.get(key) != trained[key]:
-                    raise ConfigError(f"checkpoint {model} was trained with {key}={spec.get(key)!r} but the config "
-                                      f"says {trained[key]!r}: rerun its training")
+                    raise ConfigError(
+                        f"checkpoint {model} was trained with {key}={spec.get(key)!r} but the config "
+                        f"says {trained[key]!r}: rerun its training"
+                    )
 
     def found(self, setting: Setting) -> dict:
         """{family: result row} of one evaluation setting; every family it declares must be there."""
-        rows = self.evals[(self.evals.model == setting.model) & (self.evals.setting == setting.name)
-                          & (self.evals.kind == setting.kind)]
+        rows = self.evals[
+            (self.evals.model == setting.model)
+            & (self.evals.setting == setting.name)
+            & (self.evals.kind == setting.kind)
+        ]
         found = {r.family: r for r in rows.itertuples()}
         missing = [f for f in setting.families if f not in found]
         if missing:
-            raise ConfigError(f"no {setting.kind} result for {setting.model} {setting.name} {missing[0]} among "
-                              f"the --inputs")
+            raise ConfigError(
+                f"no {setting.kind} result for {setting.model} {setting.name} {missing[0]} among the --inputs"
+            )
         return found
 
     def scores(self, setting: Setting, *, tpf: bool = False) -> dict:
@@ -73,8 +80,11 @@ class Tables:
 
     def decoding(self, setting: Setting) -> dict:
         """The decoding settings the numbers came from, as the evaluations recorded them (one value per row)."""
-        rows = self.evals[(self.evals.model == setting.model) & (self.evals.setting == setting.name)
-                          & (self.evals.kind == setting.kind)]
+        rows = self.evals[
+            (self.evals.model == setting.model)
+            & (self.evals.setting == setting.name)
+            & (self.evals.kind == setting.kind)
+        ]
         out = {}
         for column in DECODING_COLUMNS:
             values = rows[column].dropna().unique().tolist()
@@ -104,13 +114,34 @@ class Tables:
 
     # -- tables ---------------------------------------------------------------------------------------------
     def table2(self) -> pd.DataFrame:
-        table = pd.DataFrame([{"row": r.label, "model": r.setting.model, **self.scores(r.setting),
-                               **self.decoding(r.setting), **self.cost(r.setting.model)} for r in self.rows])
+        table = pd.DataFrame(
+            [
+                {
+                    "row": r.label,
+                    "model": r.setting.model,
+                    **self.scores(r.setting),
+                    **self.decoding(r.setting),
+                    **self.cost(r.setting.model),
+                }
+                for r in self.rows
+            ]
+        )
         return _beside(table, self.paper("table2.csv").rename(columns={"model": "row"}), on="row")
 
     def table3(self) -> pd.DataFrame:
-        table = pd.DataFrame([{**r.keys, "row": r.label, "model": r.setting.model, **self.scores(r.setting),
-                               **self.decoding(r.setting), **self.cost(r.setting.model)} for r in self.rows])
+        table = pd.DataFrame(
+            [
+                {
+                    **r.keys,
+                    "row": r.label,
+                    "model": r.setting.model,
+                    **self.scores(r.setting),
+                    **self.decoding(r.setting),
+                    **self.cost(r.setting.model),
+                }
+                for r in self.rows
+            ]
+        )
         return _beside(table, self.paper("table3.csv"), on=["sft_loss", "block_size"])
 
     def table4(self) -> pd.DataFrame:
@@ -122,8 +153,12 @@ class Tables:
                 row[family] = fast[family]
                 row[f"change_{family}"] = fast[family] - exact[family]
                 row[f"tpf_{family}"] = fast[f"tpf_{family}"]
-            row.update(avg_accuracy=fast["avg"], avg_change_from_tau1=fast["avg"] - exact["avg"],
-                       avg_tokens_per_forward=fast["tpf_avg"], **self.decoding(r.setting))
+            row.update(
+                avg_accuracy=fast["avg"],
+                avg_change_from_tau1=fast["avg"] - exact["avg"],
+                avg_tokens_per_forward=fast["tpf_avg"],
+                **self.decoding(r.setting),
+            )
             rows.append(row)
         paper = self.paper("table4_summary.csv").drop(columns="tau")
         return _beside(pd.DataFrame(rows), paper, on="block_size")
@@ -140,7 +175,8 @@ class Tables:
             speedups[(key, r.batch_size)] = r.speedup_vs_ar_kv
         bench["paper_speedup_vs_ar_kv"] = [
             speedups.get((label.get(s, "MARS block cache" if s.startswith("mars_block_") else s), b), math.nan)
-            for s, b in zip(bench.setting, bench.batch_size)]
+            for s, b in zip(bench.setting, bench.batch_size)
+        ]
         return bench
 
     def table8(self) -> pd.DataFrame:
@@ -150,20 +186,35 @@ class Tables:
         for r in self.rows:
             s = self.scores(r.setting, tpf=True)
             reference = r.keys["block_size"] == 4 and r.keys["sft_loss"] == "yes" and r.setting.tau in paper
-            rows.append({"model": r.setting.model, **r.keys, "tau": r.setting.tau,
-                         "gsm8k": s["gsm8k"], "tpf_gsm8k": s["tpf_gsm8k"],
-                         "humaneval": s["humaneval"], "tpf_humaneval": s["tpf_humaneval"],
-                         "paper_7b_b4_gsm8k": paper[r.setting.tau].accuracy if reference else math.nan,
-                         "paper_7b_b4_tpf_gsm8k": paper[r.setting.tau].tokens_per_forward if reference else math.nan,
-                         **self.decoding(r.setting)})
+            rows.append(
+                {
+                    "model": r.setting.model,
+                    **r.keys,
+                    "tau": r.setting.tau,
+                    "gsm8k": s["gsm8k"],
+                    "tpf_gsm8k": s["tpf_gsm8k"],
+                    "humaneval": s["humaneval"],
+                    "tpf_humaneval": s["tpf_humaneval"],
+                    "paper_7b_b4_gsm8k": paper[r.setting.tau].accuracy if reference else math.nan,
+                    "paper_7b_b4_tpf_gsm8k": paper[r.setting.tau].tokens_per_forward if reference else math.nan,
+                    **self.decoding(r.setting),
+                }
+            )
         return pd.DataFrame(rows)
 
     def table9(self) -> pd.DataFrame:
         rows = []
         for r in self.rows:
             s = self.scores(r.setting, tpf=True)
-            rows.append({"method": r.label, "model": r.setting.model, "avg_accuracy": s["avg"],
-                         "avg_tokens_per_forward": s["tpf_avg"], **self.decoding(r.setting)})
+            rows.append(
+                {
+                    "method": r.label,
+                    "model": r.setting.model,
+                    "avg_accuracy": s["avg"],
+                    "avg_tokens_per_forward": s["tpf_avg"],
+                    **self.decoding(r.setting),
+                }
+            )
         return _beside(pd.DataFrame(rows), self.paper("table9_summary.csv"), on="method")
 
     def ablations(self) -> pd.DataFrame:
@@ -176,17 +227,31 @@ class Tables:
         for r in self.rows:
             a, b = self.scores(r.setting), self.scores(r.reference)
             tau, tpf = fast_tpf.get(r.setting.model, (math.nan, math.nan))
-            rows.append({"ablation": r.label, "model": r.setting.model, "reference": r.reference.model,
-                         "avg": a["avg"], "reference_avg": b["avg"], "delta": a["avg"] - b["avg"],
-                         "fast_tau": tau, "avg_tpf_fast_tau": tpf, **self.cost(r.setting.model)})
+            rows.append(
+                {
+                    "ablation": r.label,
+                    "model": r.setting.model,
+                    "reference": r.reference.model,
+                    "avg": a["avg"],
+                    "reference_avg": b["avg"],
+                    "delta": a["avg"] - b["avg"],
+                    "fast_tau": tau,
+                    "avg_tpf_fast_tau": tpf,
+                    **self.cost(r.setting.model),
+                }
+            )
         return pd.DataFrame(rows)
 
     def _fast_settings(self) -> list[dict]:
         """The multi-token evaluations among the inputs of the ablations (tau < 1 of an ablation model)."""
         models = {r.setting.model for r in self.rows if r.setting.method != "ar"}
         frame = self.evals[(self.evals.model.isin(models)) & (self.evals.tau < 1.0)]
-        return [{"model": m, "method": meth, "tau": t, "metric": a, "kind": k} for m, meth, t, a, k in
-                frame[["model", "method", "tau", "acceptance", "kind"]].drop_duplicates().itertuples(index=False)]
+        return [
+            {"model": m, "method": meth, "tau": t, "metric": a, "kind": k}
+            for m, meth, t, a, k in frame[["model", "method", "tau", "acceptance", "kind"]]
+            .drop_duplicates()
+            .itertuples(index=False)
+        ]
 
     def cost_table(self) -> pd.DataFrame:
         """Training cost as Snakemake measured each job, and each multi-token model's ratio to its AR start."""
@@ -196,10 +261,15 @@ class Tables:
             if model not in measured:
                 raise ConfigError(f"no Snakemake benchmark file for model {model} among the --inputs")
             steps = training_cost(self.results / "models", model)["optimizer_steps"]
-            rows[model] = {"model": model, "method": info["trained"]["method"],
-                           "block_size": info["trained"]["block_size"], "init": info["init"],
-                           "optimizer_steps": steps, **measured[model],
-                           "s_per_step": measured[model]["job_wall_time_s"] / steps if steps else math.nan}
+            rows[model] = {
+                "model": model,
+                "method": info["trained"]["method"],
+                "block_size": info["trained"]["block_size"],
+                "init": info["init"],
+                "optimizer_steps": steps,
+                **measured[model],
+                "s_per_step": measured[model]["job_wall_time_s"] / steps if steps else math.nan,
+            }
         for row in rows.values():
             start = rows.get(row["init"])
             multi = row["method"] in ("mars", "block_diffusion") and start and start["method"] in ("ar", "lm")
@@ -230,7 +300,8 @@ def write_table(frame: pd.DataFrame, output: str | Path, caption: str = "") -> N
     texts = {
         output: rounded.to_csv(index=False),
         output.with_suffix(".md"): (f"{caption}\n\n" if caption else "") + rounded.to_markdown(index=False) + "\n",
-        output.with_suffix(".tex"): rounded.style.hide(axis="index").format(precision=2, na_rep="--")
+        output.with_suffix(".tex"): rounded.style.hide(axis="index")
+        .format(precision=2, na_rep="--")
         .format({c: "{:.5f}" for c in frame.columns if c.startswith("t_")}, na_rep="--")
         .to_latex(hrules=True, caption=caption or None),
     }
@@ -250,8 +321,7 @@ CAPTIONS = {
 }
 
 
-def make_table(job: dict, results: str | Path | None, output: str | Path, inputs=None,
-               bench_csv=None) -> pd.DataFrame:
+def make_table(job: dict, results: str | Path | None, output: str | Path, inputs=None, bench_csv=None) -> pd.DataFrame:
     name = job["table"]
     if name not in CAPTIONS:
         raise ConfigError(f"unknown table {name!r}; expected one of {', '.join(CAPTIONS)}")

@@ -24,6 +24,7 @@ from mars.config import ConfigError, validate_section
 from mars.data import write_jsonl
 from mars.world.tokenizer import train_tokenizer
 
+
 def render(tokenizer, record: dict) -> str:
     messages = [{"role": "user", "content": record["prompt"]}, {"role": "assistant", "content": record["response"]}]
     return tokenizer.apply_chat_template(messages, tokenize=False)
@@ -80,10 +81,13 @@ def build_world(world: dict, out: str | Path) -> dict:
     tokenizer.save_pretrained(tmp / "init")
     lengths = [len(tokenizer(render(tokenizer, r))["input_ids"]) for r in train]
     summary = {
-        "train_examples": len(train), "test_examples": len(test), "pretrain_examples": len(pretrain),
+        "train_examples": len(train),
+        "test_examples": len(test),
+        "pretrain_examples": len(pretrain),
         "vocab_size": len(tokenizer),
         "parameters": sum(p.numel() for p in model.parameters()),
-        "mean_train_tokens": sum(lengths) / len(lengths), "max_train_tokens": max(lengths),
+        "mean_train_tokens": sum(lengths) / len(lengths),
+        "max_train_tokens": max(lengths),
     }
     (tmp / "world.json").write_text(json.dumps({"world": world, "summary": summary}, indent=2))
     os.replace(tmp, out)

@@ -31,11 +31,19 @@ def tpf(setting: str, family: str) -> float:
 
 def write_eval(path: Path, model: str, setting: str, family: str, block_size: int):
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({
-        "task": f"tiny_{family}", "family": family, "primary_metric": "exact_match",
-        "metrics": {"exact_match": {"value": score(model, setting, family), "stderr": 0.01}},
-        "decoding": {"tokens_per_forward": tpf(setting, family), "generated_tokens": 30, "forwards": 20},
-        "model_args": {"block_size": block_size, "cache": "cursor"}, "eval_args": {"max_gen_toks": 24, "limit": 2}}))
+    path.write_text(
+        json.dumps(
+            {
+                "task": f"tiny_{family}",
+                "family": family,
+                "primary_metric": "exact_match",
+                "metrics": {"exact_match": {"value": score(model, setting, family), "stderr": 0.01}},
+                "decoding": {"tokens_per_forward": tpf(setting, family), "generated_tokens": 30, "forwards": 20},
+                "model_args": {"block_size": block_size, "cache": "cursor"},
+                "eval_args": {"max_gen_toks": 24, "limit": 2},
+            }
+        )
+    )
 
 
 def outputs(cfg, tmp_path: Path, table: str, run_config_edit=None) -> tuple[dict, Path, list[str]]:
@@ -51,8 +59,13 @@ def outputs(cfg, tmp_path: Path, table: str, run_config_edit=None) -> tuple[dict
     files = []
     for setting in X.table_settings(cfg, table):
         for family, path in zip(setting.families, setting.files(results)):
-            write_eval(Path(path), setting.model, setting.name, family,
-                       X.decoding_block_size(cfg, setting.model, setting.method))
+            write_eval(
+                Path(path),
+                setting.model,
+                setting.name,
+                family,
+                X.decoding_block_size(cfg, setting.model, setting.method),
+            )
             files.append(path)
     return X.table_job(cfg, table), results, files
 
@@ -60,8 +73,14 @@ def outputs(cfg, tmp_path: Path, table: str, run_config_edit=None) -> tuple[dict
 def test_table2_rows_scores_averages_and_the_settings_they_came_from(cfg, tmp_path):
     job, results, files = outputs(cfg, tmp_path, "table2")
     frame = make_table(job, results, tmp_path / "t" / "table2.csv", inputs=files)
-    assert list(frame.row) == ["Base", "AR SFT (5 ep)", "AR SFT (10 ep)", "Block Diffusion (B=4)",
-                               "MARS w/o SFT loss (B=4)", "MARS (B=4)"]
+    assert list(frame.row) == [
+        "Base",
+        "AR SFT (5 ep)",
+        "AR SFT (10 ep)",
+        "Block Diffusion (B=4)",
+        "MARS w/o SFT loss (B=4)",
+        "MARS (B=4)",
+    ]
     mars = frame[frame.row == "MARS (B=4)"].iloc[0]
     expected = [100 * score("mars_b4", "mars-tau1-probability", f) for f in X.FAMILIES]
     assert [mars[f] for f in X.FAMILIES] == pytest.approx(expected)
@@ -85,8 +104,7 @@ def test_table4_change_is_fast_minus_exact_per_family(cfg, tmp_path):
         change = 100 * (score("mars_b8", fast, family) - score("mars_b8", "mars-tau1-probability", family))
         assert row[f"change_{family}"] == pytest.approx(change)
         assert row[f"tpf_{family}"] == pytest.approx(tpf(fast, family))
-    assert row.avg_change_from_tau1 == pytest.approx(
-        sum(row[f"change_{f}"] for f in X.FAMILIES) / 6)
+    assert row.avg_change_from_tau1 == pytest.approx(sum(row[f"change_{f}"] for f in X.FAMILIES) / 6)
     assert row.decode_block_size == 8  # the B=8 model decoded with its own window
 
 
@@ -96,8 +114,12 @@ def test_ablations_delta_against_the_reference(cfg, tmp_path):
     row = frame[frame.model == "mars_nolar_b16"].iloc[0]
     a = sum(100 * score("mars_nolar_b16", "mars-tau1-probability", f) for f in X.FAMILIES) / 6
     b = sum(100 * score("mars_b16", "mars-tau1-probability", f) for f in X.FAMILIES) / 6
-    assert (row.reference, row.avg, row.reference_avg, row.delta) == ("mars_b16", pytest.approx(a),
-                                                                     pytest.approx(b), pytest.approx(a - b))
+    assert (row.reference, row.avg, row.reference_avg, row.delta) == (
+        "mars_b16",
+        pytest.approx(a),
+        pytest.approx(b),
+        pytest.approx(a - b),
+    )
     assert row.avg_tpf_fast_tau == pytest.approx(sum(tpf("x", f) for f in X.FAMILIES) / 6)
     ar = frame[frame.ablation == "10-epoch AR"].iloc[0]
     assert math.isnan(ar.avg_tpf_fast_tau)
@@ -107,7 +129,8 @@ def test_table8_marks_block_size_and_sft_loss_from_the_run_configs(cfg, tmp_path
     job, results, files = outputs(cfg, tmp_path, "table8")
     frame = make_table(job, results, tmp_path / "table8.csv", inputs=files)
     assert set(zip(frame.model, frame.block_size, frame.sft_loss, frame.tau)) == {
-        (m, 4, sft, t) for m, sft in (("mars_b4", "yes"), ("mars_nolar_b4", "no")) for t in (1.0, 0.5)}
+        (m, 4, sft, t) for m, sft in (("mars_b4", "yes"), ("mars_nolar_b4", "no")) for t in (1.0, 0.5)
+    }
     ours = frame[(frame.model == "mars_b4") & (frame.tau == 0.5)].iloc[0]
     assert ours.paper_7b_b4_gsm8k == 56.0  # the paper's B=4 point at tau 0.5, beside the B=4 model with L_AR
     assert math.isnan(frame[(frame.model == "mars_nolar_b4") & (frame.tau == 0.5)].iloc[0].paper_7b_b4_gsm8k)
@@ -137,7 +160,7 @@ def test_cost_table_from_snakemake_benchmarks(cfg, tmp_path):
     for i, model in enumerate(cfg["models"]):
         path = tmp_path / "bench" / f"{model}.tsv"
         path.parent.mkdir(exist_ok=True)
-        path.write_text("s\th:m:s\tmax_rss\tmax_vms\n" f"{10.0 * (i + 1)}\t0:00:10\t{100.0 + i}\t200\n")
+        path.write_text(f"s\th:m:s\tmax_rss\tmax_vms\n{10.0 * (i + 1)}\t0:00:10\t{100.0 + i}\t200\n")
         bench.append(str(path))
     frame = make_table(job, results, tmp_path / "cost.csv", inputs=bench).set_index("model")
     order = list(cfg["models"])
@@ -146,5 +169,6 @@ def test_cost_table_from_snakemake_benchmarks(cfg, tmp_path):
     assert frame.loc["mars_b8", "s_per_step"] == pytest.approx(per_step["mars_b8"])
     assert frame.loc["mars_b8", "s_per_step_vs_init"] == pytest.approx(per_step["mars_b8"] / per_step["ar_sft_5ep"])
     assert frame.loc["mars_b8", "peak_rss_vs_init"] == pytest.approx(
-        (100.0 + order.index("mars_b8")) / (100.0 + order.index("ar_sft_5ep")))
+        (100.0 + order.index("mars_b8")) / (100.0 + order.index("ar_sft_5ep"))
+    )
     assert math.isnan(frame.loc["ar_sft_5ep", "s_per_step_vs_init"])

@@ -9,9 +9,20 @@ from mars.config import ConfigError
 from mars.data import load_records
 from mars.world.build import build_world
 
-WORLD = {"kind": "tiny", "seed": 0, "train_per_family": 20, "test_per_family": 5, "vocab_size": 400,
-         "model": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
-                   "num_key_value_heads": 1}}
+WORLD = {
+    "kind": "tiny",
+    "seed": 0,
+    "train_per_family": 20,
+    "test_per_family": 5,
+    "vocab_size": 400,
+    "model": {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +45,9 @@ def test_tokenizer_is_shaped_like_qwen(world):
     tokenizer = AutoTokenizer.from_pretrained(world / "init")
     assert tokenizer.eos_token == "<|im_end|>" and tokenizer.mask_token == "<|mask|>"
     assert len({tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.mask_token_id, tokenizer.bos_token_id}) == 4
-    text = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2 plus 3?"}],
-                                         add_generation_prompt=True, tokenize=False)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is 2 plus 3?"}], add_generation_prompt=True, tokenize=False
+    )
     assert text == "<|im_start|>user\nWhat is 2 plus 3?<|im_end|>\n<|im_start|>assistant\n"
     ids = tokenizer(text)["input_ids"]
     assert tokenizer.decode(ids) == text  # byte-level BPE round-trips
@@ -54,7 +66,8 @@ def test_initial_model_loads_without_custom_code(world):
 def test_same_seed_same_world(world, tmp_path):
     build_world(WORLD, tmp_path / "again")
     assert (tmp_path / "again" / "data" / "train.jsonl").read_bytes() == (world / "data" / "train.jsonl").read_bytes()
-    assert (tmp_path / "again" / "init" / "tokenizer.json").read_bytes() == (world / "init" / "tokenizer.json").read_bytes()
+    tokenizer = (world / "init" / "tokenizer.json").read_bytes()
+    assert (tmp_path / "again" / "init" / "tokenizer.json").read_bytes() == tokenizer
     build_world({**WORLD, "seed": 1}, tmp_path / "other")
     assert (tmp_path / "other" / "data" / "train.jsonl").read_bytes() != (world / "data" / "train.jsonl").read_bytes()
 
