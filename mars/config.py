@@ -31,8 +31,26 @@ def load_schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text())
 
 
+def _scalar(value, types) -> object:
+    """A string that Snakemake's ``--config`` left unparsed (it reads nested values as plain strings: ``--config
+    bench={reps: 2}`` gives ``"2"``), as the non-string scalar the schema asks for; anything else unchanged."""
+    types = [types] if isinstance(types, str) else list(types or [])
+    if not isinstance(value, str) or not types or "string" in types:
+        return value
+    parsed = yaml.safe_load(value) if value.strip() else value
+    wanted = {"integer": int, "number": (int, float), "boolean": bool, "null": type(None)}
+    if any(
+        isinstance(parsed, wanted[t]) and not (t != "boolean" and isinstance(parsed, bool))
+        for t in types
+        if t in wanted
+    ):
+        return parsed
+    return value
+
+
 def _filling_validator():
-    """A validator that sets each missing property that has a schema ``default`` before validating it."""
+    """A validator that sets each missing property that has a schema ``default`` before validating it, and turns
+    the strings of a ``--config`` override into the scalars the schema asks for."""
     base = jsonschema.Draft202012Validator
     check_properties = base.VALIDATORS["properties"]
 
@@ -41,6 +59,10 @@ def _filling_validator():
             for name, sub in props.items():
                 if "default" in sub and name not in instance:
                     instance[name] = copy.deepcopy(sub["default"])
+                if name in instance:
+                    instance[name] = _scalar(instance[name], sub.get("type"))
+                    if isinstance(instance[name], list) and isinstance(sub.get("items"), dict):
+                        instance[name] = [_scalar(v, sub["items"].get("type")) for v in instance[name]]
         yield from check_properties(validator, props, instance, schema)
 
     return jsonschema.validators.extend(base, {"properties": properties})

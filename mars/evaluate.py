@@ -484,12 +484,22 @@ def evaluate(
     # ---- every input check first: nothing runs, nothing is written on bad input
     model_path = _check_checkpoint(model)
     defaults = schema_defaults("eval")
-    profile = profile or defaults["profile"]
-    cache = cache or defaults["cache"]
-    cache_block_size = cache_block_size or defaults["cache_block_size"]
-    metric = metric or defaults["metric"]
-    batch_size = batch_size or defaults["batch_size"]
-    max_gen_toks = max_gen_toks or defaults["max_gen_toks"]
+    given = dict(
+        profile=profile,
+        cache=cache,
+        cache_block_size=cache_block_size,
+        metric=metric,
+        batch_size=batch_size,
+        max_gen_toks=max_gen_toks,
+    )
+    given = {k: defaults[k] if v is None else v for k, v in given.items()}  # (0 stays 0: checked below)
+    profile, cache, cache_block_size, metric = (
+        given["profile"],
+        given["cache"],
+        given["cache_block_size"],
+        given["metric"],
+    )
+    batch_size, max_gen_toks = given["batch_size"], given["max_gen_toks"]
     results_dir = results_dir or DEFAULT_RESULTS_DIR
     trained_block = trained_block_size(model_path)
     if block_size is None:

@@ -83,10 +83,10 @@ class MARSLM(HFLM):
                 raise ValueError(f"{pretrained} records no trained block size; pass block_size=")
         self.decoding_args = decoding.decoding_settings(
             tau=tau,
-            block_size=block_size or 1,
-            cache=cache or defaults["cache"],
-            cache_block_size=cache_block_size or defaults["cache_block_size"],
-            metric=metric or defaults["metric"],
+            block_size=1 if block_size is None else block_size,
+            cache=defaults["cache"] if cache is None else cache,
+            cache_block_size=defaults["cache_block_size"] if cache_block_size is None else cache_block_size,
+            metric=defaults["metric"] if metric is None else metric,
             method=method,
         )
         if device is None:

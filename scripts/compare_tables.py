@@ -1,4 +1,4 @@
-"""Compare the tables of two pipeline runs, ignoring wall-clock columns (they differ between any two runs).
+"""Compare the tables of two pipeline runs, ignoring wall-clock and memory columns (they differ between any two runs).
 
     python scripts/compare_tables.py RUN_A/results/smoke/tables RUN_B/results/smoke/tables
 Exit status 0 when every table has the same rows, columns and (non-timing) values.

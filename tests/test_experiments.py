@@ -155,3 +155,18 @@ def test_job_params_are_canonical():
         X.parse_job("{a: 1}")
     with pytest.raises(ConfigError, match="unknown setting 'zz'"):
         X.parse_job('{"zz": 1}', allowed=("a",))
+
+
+def test_command_line_overrides_arrive_typed():
+    """Snakemake's --config reads nested values as strings ("bench={reps: 2}" gives "2"): validate turns them into
+    the scalars the schema asks for, and still rejects what is not one."""
+    cfg = config(
+        "configs/smoke.yaml",
+        edit=lambda c: c.update(
+            bench={"reps": "2", "tau": "0.9"}, eval={"sweep_taus": ["1.0", "0.8"], "limit": "null"}
+        ),
+    )
+    assert (cfg["bench"]["reps"], cfg["bench"]["tau"]) == (2, 0.9)
+    assert cfg["eval"]["sweep_taus"] == [1.0, 0.8] and cfg["eval"]["limit"] is None
+    with pytest.raises(ConfigError, match="config key 'bench.reps'"):
+        config("configs/smoke.yaml", edit=lambda c: c.update(bench={"reps": "two"}))
