@@ -148,3 +148,37 @@ def test_every_job_gets_its_settings_as_a_param_and_decodes_with_its_trained_blo
     assert evals["eval/ar_sft_5ep/ar-tau1-probability"]["method"] == "ar"
     assert evals["eval/mars_b16/mars-tau0.95-probability"]["max_gen_toks"] == 256
     assert len(evals) == 20 + 52
+
+
+def test_paper_evaluations_get_the_harness_tasks_not_the_tiny_ones():
+    """The paper profile's evaluation jobs name the six families, which `mars eval --profile paper` maps to the
+    harness's own tasks (ifeval, bbh_cot_fewshot, ...); the tiny world's task names would be unknown there."""
+    import json
+    import tempfile
+
+    from mars.eval_tasks import resolve_tasks
+
+    with tempfile.TemporaryDirectory() as workdir:
+        proc = subprocess.run(
+            [*SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), "--directory", workdir, "-n", "-p"]
+            + ["--configfile", str(ROOT / "configs" / "paper-0.5b.yaml")],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = [json.loads(m) for m in re.findall(r"mars eval --job '([^']*)'", proc.stdout)]
+    assert jobs and all(job["profile"] == "paper" for job in jobs)
+    for job in jobs:
+        harness = [task for task, _ in resolve_tasks(job["tasks"].split(","), "paper")]
+        assert not any(task.startswith("tiny_") for task in harness)
+    six = {task for job in jobs for task, _ in resolve_tasks(job["tasks"].split(","), "paper")}
+    assert six == {
+        "ifeval",
+        "bbh_cot_fewshot",
+        "mmlu_pro",
+        "gpqa_main_cot_zeroshot",
+        "gsm8k_cot_zeroshot",
+        "humaneval_instruct",
+    }
