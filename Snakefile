@@ -10,11 +10,11 @@ import sys
 # the venv); a rule's conda environment, when used, comes first on PATH instead.
 os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
-# The tiny default, unless --configfile names another config (Snakemake would otherwise merge the two).
-if not config:
+# The tiny default, unless --configfile names another config (Snakemake would otherwise merge the two); a --config
+# override alone still applies on top of it.
+if not workflow.overwrite_configfiles:
 
     configfile: "config.yaml"
-
 
 
 from mars.config import check_model_references, validate

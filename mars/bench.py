@@ -36,7 +36,7 @@ from mars.config import ConfigError
 from mars.data import load_records
 from mars.decoding import KVCache, _Row, generate, window_forward
 from mars.fileio import write_json_atomic, write_text_atomic
-from mars.generation import encode_prompts, load_model, trained_block_size
+from mars.generation import default_window, encode_prompts, load_model
 
 
 def machine_info() -> dict:
@@ -177,7 +177,7 @@ def run_bench(
     model, tokenizer = load_model(model_path)
     if tokenizer.mask_token_id is None:
         raise ConfigError(f"{model_path}: the tokenizer has no mask token; mars bench needs a MARS model")
-    block_size = block_size or trained_block_size(model_path) or 0
+    block_size = block_size or default_window(model_path, "mars") or 0
     if block_size < 2:
         raise ConfigError(f"{model_path}: not a MARS checkpoint (no trained block size); give --block-size")
     records = [r for r in load_records(data_dir, "test") if r.get("family", family) == family][:num_prompts]

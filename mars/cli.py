@@ -87,11 +87,11 @@ def _train(args) -> None:
 def _generate(args) -> None:
     from mars.generation import (
         check_decoding_args,
+        default_window,
         generate_text,
         load_model,
         render_chunks,
         to_json,
-        trained_block_size,
     )
 
     prompts = list(args.prompt)
@@ -102,7 +102,7 @@ def _generate(args) -> None:
         prompts += [r["prompt"] for r in load_records(path.parent, path.stem)]
     if not prompts:
         raise ConfigError("no prompts: give --prompt TEXT or --prompts-file FILE.jsonl")
-    block_size = args.block_size or trained_block_size(args.model) or 1
+    block_size = args.block_size or default_window(args.model, args.method) or 1
     check_decoding_args(args.method, args.cache, args.metric, args.tau, block_size, args.cache_block_size)
     if args.max_new_tokens < 1:
         raise ConfigError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
@@ -155,6 +155,7 @@ BENCH_SETTINGS = (
     "reps",
     "max_new_tokens",
     "block_size",
+    "threads",
     "experiment",
 )
 
@@ -173,7 +174,6 @@ def _bench(args) -> None:
         args.model,
         args.data,
         args.output,
-        threads=args.threads or 0,
         results_dir=args.results_dir or DEFAULT_RESULTS_DIR,
         **settings,
     )
@@ -311,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--block-size", type=int, help="default: the trained block size")
     bench.add_argument("--reps", type=int)
     bench.add_argument("--max-new-tokens", type=int)
-    bench.add_argument("--threads", type=int, default=0)
+    bench.add_argument("--threads", type=int, help="torch threads (they decide the measurement; schema default)")
     bench.add_argument("--results-dir", help="folder of the MLflow store")
     bench.set_defaults(run=_bench)
 

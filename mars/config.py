@@ -165,6 +165,27 @@ def check_model_references(config: dict) -> None:
         if name not in models and not (key == "report.base_model" and name == "world"):
             known = ", ".join(sorted(models))
             raise ConfigError(f"config key {key!r}: {name!r} is not a model entry (the config has: {known})")
+    # the models decoded by the MARS window at several taus (the sweep, Figure 6, the benchmark) must be MARS models
+    window = {
+        "eval.metric_model": config["eval"]["metric_model"],
+        "bench.model": config["bench"]["model"],
+        **{k: v for k, v in refs.items() if k.startswith("eval.sweep_models")},
+    }
+    for key, name in window.items():
+        if models[name]["method"] != "mars":
+            raise ConfigError(f"config key {key!r}: {name!r} is a {models[name]['method']!r} model, not a MARS model")
+    for role, method in (
+        ("ar_sft", "ar"),
+        ("ar_sft_long", "ar"),
+        ("mars", "mars"),
+        ("mars_no_sft_loss", "mars"),
+        ("block_diffusion", "block_diffusion"),
+    ):
+        name = config["report"]["rows"][role]
+        if models[name]["method"] != method:
+            raise ConfigError(
+                f"config key 'report.rows.{role}': {name!r} is a {models[name]['method']!r} model, not {method!r}"
+            )
 
 
 def load_config(path: str | Path) -> dict:

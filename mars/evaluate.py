@@ -272,7 +272,7 @@ def evaluate(
         resolve_tasks,
         write_task_dir,
     )
-    from mars.generation import _load_errors, checkpoint_error, trained_block_size
+    from mars.generation import _load_errors, checkpoint_error, default_window, trained_block_size
 
     # ---- every input check first: nothing runs, nothing is written on bad input
     model_path = _check_checkpoint(model)
@@ -296,7 +296,7 @@ def evaluate(
     results_dir = results_dir or DEFAULT_RESULTS_DIR
     trained_block = trained_block_size(model_path)
     if block_size is None:
-        block_size = defaults["jacobi_block_size"] if method == "jacobi" else trained_block or 1
+        block_size = default_window(model_path, method) or 1
     elif method in ("mars", "block_diffusion") and trained_block and block_size != trained_block:
         print(
             f"[mars eval] decoding with an explicit window of {block_size}; {model_path.name} was trained with "

@@ -103,8 +103,8 @@ class Row:
 # the declaration
 
 
-def _at(config: dict, model: str, tau: float, kind: str = "eval", metric: str = "probability") -> Setting:
-    return Setting(model, decode_method(config, model), float(tau), metric, kind)
+def _at(config: dict, model: str, tau: float, kind: str = "eval", metric: str | None = None) -> Setting:
+    return Setting(model, decode_method(config, model), float(tau), metric or config["eval"]["metric"], kind)
 
 
 def block_models(config: dict) -> list[str]:
@@ -196,7 +196,7 @@ def table_rows(config: dict, table: str) -> list[Row]:
     if table == "table9":
         ar = rows["ar_sft"]
         return [
-            Row("Jacobi decoding", Setting(ar, "jacobi", 1.0)),
+            Row("Jacobi decoding", Setting(ar, "jacobi", 1.0, config["eval"]["metric"])),
             Row(f"MARS (tau={fast:g})", _at(config, rows["mars"], fast)),
         ]
     if table == "ablations":
@@ -248,9 +248,24 @@ def all_settings(config: dict) -> list[Setting]:
     return list(dict.fromkeys(found))
 
 
+def with_ancestors(config: dict, models: set[str]) -> set[str]:
+    """The models and every model they were trained from (the compute-matched cost adds up the init chain)."""
+    out = set()
+    for model in models:
+        while model in config["models"] and model not in out:
+            out.add(model)
+            model = config["models"][model]["init"]
+    return out
+
+
 def table_models(config: dict, table: str) -> list[str]:
-    """Trained models whose checkpoints (run config, cost) a table reads."""
-    return sorted({s.model for s in table_settings(config, table)} & set(config["models"]))
+    """Trained models whose checkpoints (run config, cost) a table reads: its rows' models and their ancestors."""
+    if table == "cost":
+        return list(config["models"])
+    rows = {s.model for s in table_settings(config, table)}
+    if table == "table5":
+        rows.add(config["bench"]["model"])
+    return sorted(with_ancestors(config, rows))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -283,7 +298,7 @@ def eval_job(config: dict, model: str, method: str, tau: float, metric: str, kin
         "metric": metric,
         "block_size": decoding_block_size(config, model, method),
         "cache": ev["cache"],
-        "cache_block_size": ev["cache_block_size"],
+        "cache_block_size": ev["cache_block_size"] if ev["cache"] == "block" else None,  # (only the block cache)
         "limit": ev["limit"],
         "batch_size": ev["batch_size"],
         "max_gen_toks": ev["max_gen_toks"],
@@ -293,28 +308,27 @@ def eval_job(config: dict, model: str, method: str, tau: float, metric: str, kin
 
 def train_job(config: dict, model: str) -> dict:
     """Every setting of one ``mars train`` job: the merged training entry, the mask token, the experiment."""
-    return {
-        "model": model,
-        "spec": train_spec(config, model).to_dict(),
-        "mask_token": config["world"].get("mask_token"),
-        "experiment": config["name"],
-    }
+    spec = train_spec(config, model).to_dict()
+    # settings a method does not use stay out of its param: a new training.w_ar must not retrain the AR models
+    unused = {
+        "lm": ("block_size", "w_ar", "attention"),
+        "ar": ("block_size", "w_ar", "attention"),
+        "block_diffusion": ("attention",),
+    }.get(spec["method"], ())
+    spec = {k: v for k, v in spec.items() if k not in unused}
+    return {"model": model, "spec": spec, "mask_token": config["world"].get("mask_token"), "experiment": config["name"]}
 
 
 def bench_job(config: dict) -> dict:
-    bench = dict(config["bench"])
+    bench = dict(config["bench"])  # threads included: the thread count decides the measurement
     model = bench.pop("model")
-    bench.pop("threads")  # a Snakemake resource, given to the job as {threads}
     return {**bench, "block_size": decoding_block_size(config, model, "mars"), "experiment": config["name"]}
 
 
 def table_job(config: dict, table: str) -> dict:
-    """What a table job lays out: its rows, the paper's model size, and what it checks against the checkpoints."""
-    models = {s.model for s in table_settings(config, table)} | (
-        {config["bench"]["model"]} if table == "table5" else set()
-    )
-    if table == "cost":
-        models = set(config["models"])
+    """What a table job lays out: its rows, the paper's model size, and what it checks against the checkpoints (every
+    model a row names and the models they were trained from, for the cumulative cost)."""
+    models = set(table_models(config, table)) | {s.model for s in table_settings(config, table)}
     return {
         "table": table,
         "rows": [r.to_dict() for r in table_rows(config, table)],

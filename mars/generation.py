@@ -67,6 +67,17 @@ def trained_block_size(path: str | Path) -> int | None:
     return int(spec["block_size"]) if spec.get("method") in ("mars", "block_diffusion") else None
 
 
+def default_window(path: str | Path, method: str) -> int | None:
+    """The window B a checkpoint is decoded with when none is given (``mars eval``, ``generate``, ``bench`` and the
+    lm-eval model alike): its trained block size; for Jacobi decoding the schema's ``eval.jacobi_block_size``; None
+    for a plain AR checkpoint decoded any other way (no window: one token per forward)."""
+    if method == "jacobi":
+        from mars.config import schema_defaults
+
+        return schema_defaults("eval")["jacobi_block_size"]
+    return trained_block_size(path)
+
+
 def encode_prompts(tokenizer, prompts: list[str], chat: bool = True) -> list[list[int]]:
     if chat:
         return [

@@ -74,11 +74,11 @@ class MARSLM(HFLM):
         **kwargs,
     ) -> None:
         from mars.config import schema_defaults
-        from mars.generation import trained_block_size
+        from mars.generation import default_window
 
         defaults = schema_defaults("eval")  # the config schema's decoding defaults, the one place they live
         if block_size is None:  # the window the checkpoint was trained with
-            block_size = defaults["jacobi_block_size"] if method == "jacobi" else trained_block_size(pretrained)
+            block_size = default_window(pretrained, method)
             if block_size is None and method in NEEDS_MASK and float(tau) < 1.0:  # (tau 1 appends no mask)
                 raise ValueError(f"{pretrained} records no trained block size; pass block_size=")
         self.decoding_args = decoding.decoding_settings(

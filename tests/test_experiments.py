@@ -101,6 +101,9 @@ def test_an_added_model_adds_its_row_and_its_jobs():
         ("report.rows.mars", lambda c: c["report"].update(rows={"mars": "mars_b4_new"})),
         ("eval.metric_model", lambda c: c["models"].update(mars_b4_new=c["models"].pop("mars_b4"))),
         ("eval.sweep_models[0]", lambda c: c["eval"].update(sweep_models=["nope"])),
+        ("eval.sweep_models[1]", lambda c: c["eval"].update(sweep_models=["mars_b4", "ar_sft_5ep"])),
+        ("eval.metric_model", lambda c: c["eval"].update(metric_model="block_diffusion_b4")),
+        ("report.rows.mars", lambda c: c["report"].update(rows={"mars": "ar_sft_10ep"})),
     ],
 )
 def test_a_missing_model_is_one_clear_error(key, edit):

@@ -106,6 +106,28 @@ def test_table4_change_is_fast_minus_exact_per_family(cfg, tmp_path):
         assert row[f"tpf_{family}"] == pytest.approx(tpf(fast, family))
     assert row.avg_change_from_tau1 == pytest.approx(sum(row[f"change_{f}"] for f in X.FAMILIES) / 6)
     assert row.decode_block_size == 8  # the B=8 model decoded with its own window
+    assert row.paper_avg_accuracy == 28.6  # the paper's 0.5B, B=8 row at its tau 0.95
+
+
+def test_table4_puts_the_papers_numbers_only_beside_its_own_tau(cfg, tmp_path):
+    cfg["eval"]["fast_tau"] = 0.9
+    job, results, files = outputs(cfg, tmp_path, "table4")
+    frame = make_table(job, results, tmp_path / "table4.csv", inputs=files)
+    assert (frame.tau == 0.9).all() and frame.paper_avg_accuracy.isna().all()
+
+
+def test_result_files_are_readable_by_others(tmp_path):
+    import os
+
+    from mars.fileio import write_text_atomic
+
+    old = os.umask(0o022)
+    try:
+        write_text_atomic(tmp_path / "a.csv", "x\n")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.csv").stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["a.csv"]  # no temporary file left
 
 
 def test_ablations_delta_against_the_reference(cfg, tmp_path):
@@ -123,6 +145,21 @@ def test_ablations_delta_against_the_reference(cfg, tmp_path):
     assert row.avg_tpf_fast_tau == pytest.approx(sum(tpf("x", f) for f in X.FAMILIES) / 6)
     ar = frame[frame.ablation == "10-epoch AR"].iloc[0]
     assert math.isnan(ar.avg_tpf_fast_tau)
+    # compute-matched cost: the whole init chain, whichever table the row is in
+    assert row.cumulative_steps == steps("mars_nolar_b16") + steps("ar_sft_5ep") + steps("base")
+    assert ar.cumulative_steps == steps("ar_sft_10ep") + steps("base")
+
+
+def steps(model: str) -> int:
+    return 10 + len(model)  # what outputs() writes into metrics.json
+
+
+def test_table3_cumulative_cost_follows_the_init_chain(cfg, tmp_path):
+    job, results, files = outputs(cfg, tmp_path, "table3")
+    frame = make_table(job, results, tmp_path / "table3.csv", inputs=files).set_index("model")
+    for model in ("mars_b4", "mars_nolar_b16"):
+        assert frame.loc[model, "optimizer_steps"] == steps(model)
+        assert frame.loc[model, "cumulative_steps"] == steps(model) + steps("ar_sft_5ep") + steps("base")
 
 
 def test_table8_marks_block_size_and_sft_loss_from_the_run_configs(cfg, tmp_path):

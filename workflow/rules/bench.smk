@@ -21,4 +21,4 @@ rule bench:
         str(BENCHMARKS / "bench.tsv")
     shell:
         "mars bench --job {params.job:q} --model {input.model} --data {params.data} --output {params.out}"
-        " --threads {threads} --results-dir {RESULTS_ROOT} > {log} 2>&1"
+        " --results-dir {RESULTS_ROOT} > {log} 2>&1"
