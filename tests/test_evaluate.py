@@ -687,29 +687,18 @@ def test_a_model_is_decoded_with_the_block_size_it_was_trained_with(trained_tiny
         return real_window_forward(model_, kv, rows, tail, *args, **kwargs)
 
     monkeypatch.setattr(mars.decoding, "window_forward", counting)
-    [(_, record)] = ev.evaluate(
-        model=model,
-        tasks="tiny_gsm8k",
-        data=trained_tiny["world"] / "data",
-        tau=0.5,
-        limit=1,
-        batch_size=1,
-        max_gen_toks=24,
-        output=tmp_path / "r.json",
-        device="cpu",
-    )
-    assert max(widths) == 15 and record["model_args"]["block_size"] == 16
-    assert record["model"]["trained_block_size"] == 16
-    widths.clear()
-    [(_, record)] = ev.evaluate(
-        model=trained_tiny["mars"],
-        tasks="tiny_gsm8k",
-        data=trained_tiny["world"] / "data",
-        tau=0.5,
-        limit=1,
-        batch_size=1,
-        max_gen_toks=24,
-        output=tmp_path / "r4.json",
-        device="cpu",
-    )
-    assert max(widths) == 3 and record["model_args"]["block_size"] == 4
+    for checkpoint, trained in ((model, 16), (trained_tiny["mars"], 4)):
+        widths.clear()
+        [(_, record)] = ev.evaluate(
+            model=checkpoint,
+            tasks="tiny_gsm8k",
+            data=trained_tiny["world"] / "data",
+            tau=0.5,
+            limit=1,
+            batch_size=1,
+            max_gen_toks=24,
+            output=tmp_path / f"r{trained}.json",
+            device="cpu",
+        )
+        assert max(widths) == trained - 1 and record["model_args"]["block_size"] == trained
+        assert record["model"]["trained_block_size"] == trained
