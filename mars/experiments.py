@@ -204,12 +204,15 @@ def table_rows(config: dict, table: str) -> list[Row]:
         for m in block_models(config):
             if trained_properties(config, m)["w_ar"] == 0:
                 out.append(Row("no L_AR", _at(config, m, 1.0), _at(config, _twin(config, m), 1.0)))
-        for m in config["models"]:
-            props = trained_properties(config, m)
-            if props["method"] == "mars" and props["attention"] == "bidirectional":
-                out.append(Row("bidirectional block", _at(config, m, 1.0), _at(config, _twin(config, m), 1.0)))
-            if props["method"] == "block_diffusion":
-                out.append(Row("block diffusion", _at(config, m, 1.0), _at(config, _twin(config, m), 1.0)))
+        # (in a fixed order of kinds, then by name: the rows do not depend on the order of the config's entries)
+        for label, method, attention in (
+            ("bidirectional block", "mars", "bidirectional"),
+            ("block diffusion", "block_diffusion", None),
+        ):
+            for m in sorted(config["models"]):
+                props = trained_properties(config, m)
+                if props["method"] == method and props["attention"] == attention:
+                    out.append(Row(label, _at(config, m, 1.0), _at(config, _twin(config, m), 1.0)))
         out.append(Row("10-epoch AR", _at(config, rows["ar_sft_long"], 1.0), _at(config, rows["ar_sft"], 1.0)))
         return out
     if table in ("table5", "cost"):

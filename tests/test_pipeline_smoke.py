@@ -175,7 +175,7 @@ def edited(tmp_path: Path, edit) -> Path:
     config = yaml.safe_load(CONFIG.read_text())
     edit(config)
     path = tmp_path / "edited.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
 
 
