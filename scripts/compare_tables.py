@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-TIMING = re.compile(r"(time|_s$|tokens_per_s|speedup|efficiency|t_1token|t_window)")
+# wall-clock and memory columns differ between any two runs; everything else must match
+TIMING = re.compile(r"(time|_s$|tokens_per_s|speedup|efficiency|t_1token|t_window|rss|s_per_step)")
 
 
 def main(a: str, b: str) -> int:
