@@ -108,26 +108,12 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def eval_settings(args: argparse.Namespace) -> dict:
-    """The settings of one run: explicit flags, else the --job JSON, else the schema's defaults."""
-    from mars.config import schema_defaults
+    """The settings of one run: explicit flags over the --job JSON; what neither gives, evaluate() takes from the
+    config schema's defaults."""
     from mars.experiments import parse_job
 
-    job = parse_job(args.job, allowed=EVAL_SETTINGS) if args.job else {}
-    defaults = schema_defaults("eval")
-    settings = {
-        "tau": 1.0,
-        "method": "mars",
-        "block_size": None,
-        "experiment": None,
-        **{
-            k: defaults[k]
-            for k in ("profile", "cache", "cache_block_size", "metric", "limit", "batch_size", "max_gen_toks")
-        },
-        **job,
-    }
-    for key in EVAL_SETTINGS:
-        if getattr(args, key, None) is not None:
-            settings[key] = getattr(args, key)
+    settings = parse_job(args.job, allowed=EVAL_SETTINGS) if args.job else {}
+    settings.update({key: getattr(args, key) for key in EVAL_SETTINGS if getattr(args, key, None) is not None})
     if not settings.get("tasks"):
         raise ConfigError("--tasks is required (or given by --job)")
     return settings
