@@ -19,6 +19,7 @@ plan with nothing missing touches no network at all. Idavidrein/gpqa is gated: a
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 from dataclasses import asdict, dataclass
@@ -104,12 +105,18 @@ def is_local(source: str) -> bool:
     return False
 
 
+@functools.cache
+def _task_index() -> dict:
+    """The installed lm-eval's task index (building it reads every task YAML: seconds, so once per process)."""
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager().task_index
+
+
 def harness_datasets(tasks: list[str]) -> list[tuple[str, str | None]]:
     """(dataset_path, dataset_name) of each harness task, as the installed lm-eval's task configs say; a group
     (bbh_cot_fewshot, mmlu_pro) contributes its subtasks'. In first-seen order, without duplicates."""
-    from lm_eval.tasks import TaskManager
-
-    index = TaskManager().task_index
+    index = _task_index()
     found: list[tuple[str, str | None]] = []
 
     def visit(name: str) -> None:
@@ -221,12 +228,13 @@ def prefetch(job: dict, cache_dir: str | Path, output: str | Path | None = None)
             f"HF_HUB_OFFLINE is set and the cache {cache_dir} lacks {len(missing)} item(s): "
             + "; ".join(item.label() for item in missing)
         )
+    gated = [item.source for item in missing if item.gated]
+    if gated and not (os.environ.get("HF_TOKEN") or Path(user_token_path()).is_file()):  # before fetching anything
+        raise ConfigError(
+            f"{gated[0]} is gated: accept its terms on huggingface.co, then export HF_TOKEN (or run "
+            "`hf auth login`) before prefetching"
+        )
     for item in missing:
-        if item.gated and not (os.environ.get("HF_TOKEN") or Path(user_token_path()).is_file()):
-            raise ConfigError(
-                f"{item.source} is gated: accept its terms on huggingface.co, then export HF_TOKEN (or run "
-                "`hf auth login`) before prefetching"
-            )
         try:
             _fetch(item, cache_dir, job.get("split") if item.source == job.get("dataset") else None)
         except ConfigError:
