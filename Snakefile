@@ -32,6 +32,7 @@ os.environ["MARS_CONFIG_HASH"] = config_hash(config)  # tagged on every MLflow r
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/offline.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/eval.smk"

@@ -1,4 +1,4 @@
-"""The ``mars`` command line: ``mars world | train | generate | bench | eval``.
+"""The ``mars`` command line: ``mars world | train | generate | bench | eval | report | mirror | prefetch``.
 
 Bad input (config, flags, checkpoints, data) prints one ``error:`` line and exits with status 2.
 """
@@ -332,6 +332,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser("eval", help="benchmark a checkpoint with lm-eval through MARS decoding")
     add_eval_arguments(evaluate)
     evaluate.set_defaults(run=run_eval_command)
+
+    from mars import mirror, offline  # offline stand-ins (mars mirror) and the offline cache (mars prefetch)
+
+    mirror.add_parser(commands)
+    offline.add_parser(commands)
     return parser
 
 

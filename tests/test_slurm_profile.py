@@ -5,6 +5,7 @@ A fake `sinfo` on PATH stands in for the cluster the profile probes, so the test
 """
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -26,6 +27,7 @@ ENV_VARS = (
     "MARS_SLURM_TRAIN_GPUS",
     "MARS_SLURM_CPUS_PER_GPU",
     "MARS_SLURM_MEM_MB_PER_GPU",
+    "MARS_SLURM_CPU_PARTITION",
     "SNAKEMAKE_PROFILE",
 )
 
@@ -36,7 +38,7 @@ GPU_CLUSTER = "cpu*|2-00:00:00|(null)\ngpu|12:00:00|gpu:a100:4(S:0-1)"
 # a workflow with the pipeline's rule names (no rule `evaluate`/`bench`: their set-resources must be harmless)
 SNAKEFILE = """
 rule all:
-    input: "table.txt"
+    input: "table.txt", "figure.txt"
 rule world:
     output: "world.txt"
     shell: "touch {output}"
@@ -48,6 +50,10 @@ rule train:
 rule table_main:
     input: "train.txt"
     output: "table.txt"
+    shell: "touch {output}"
+rule figure1:
+    input: "table.txt"
+    output: "figure.txt"
     shell: "touch {output}"
 """
 
@@ -100,6 +106,8 @@ def test_profile_is_yaml_and_names_the_slurm_executor():
     assert raw["executor"] == "slurm"
     assert raw["__use_yte__"] is True  # else Snakemake would not render the ?-expressions
     assert raw["retries"] == 0 and raw["rerun-incomplete"] is True
+    # training alone is resubmitted after preemption or its time limit (it resumes from its checkpoint)
+    assert raw["preemptible-rules"] == ["train"] and raw["preemptible-retries"] >= 1
     assert int(raw["jobs"]) >= 1 and int(raw["latency-wait"]) >= 5
 
 
@@ -174,7 +182,8 @@ def test_dry_run_on_a_cluster_without_gpus(tmp_path, fake_cluster):
         assert "gpu" not in found[rule] and "slurm_account" not in found[rule]
         assert int(found[rule]["mem_mb"]) <= 4000
     assert found["world"]["cpus_per_task"] == "1" and found["train"]["cpus_per_task"] == "2"  # = the rule's threads
-    assert found["world"]["runtime"] == "60" and found["train"]["runtime"] == str(24 * 60)
+    assert found["world"]["runtime"] == str(4 * 60) and found["train"]["runtime"] == str(24 * 60)
+    assert found["table_main"]["runtime"] == "60"
 
 
 def test_dry_run_on_a_gpu_cluster(tmp_path, fake_cluster, monkeypatch):
@@ -229,3 +238,141 @@ def test_cluster_script_is_valid_bash():
     subprocess.run(["bash", "-n", str(CLUSTER_SCRIPT)], check=True, timeout=30)
     proc = subprocess.run(["bash", str(CLUSTER_SCRIPT), "bogus"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and "start|stop|status" in proc.stderr
+
+
+def test_the_sweep_gets_the_evaluations_gpus_and_training_a_warning_signal(fake_cluster, monkeypatch):
+    from snakemake_executor_plugin_slurm.validation import get_forbidden_slurm_options
+
+    fake_cluster(GPU_CLUSTER)
+    monkeypatch.setenv("MARS_SLURM_PARTITION", "gpu")
+    sets = resources(render(), "set-resources")
+    evaluate = {k.split(":", 1)[1]: v for k, v in sets.items() if k.startswith("evaluate:")}
+    sweep = {k.split(":", 1)[1]: v for k, v in sets.items() if k.startswith("evaluate_sweep:")}
+    assert sweep == evaluate and sweep["gpu"] == "1"
+    # SIGTERM to every process of the job (no "B:" = not the batch shell alone) 5 minutes before the limit
+    extra = sets["train:slurm_extra"].strip("'")
+    assert extra == "--signal=TERM@300"
+    assert not [p for p in get_forbidden_slurm_options() if re.search(p, extra)]  # the plugin accepts it
+
+
+def test_cpu_jobs_go_to_the_cpu_partition(tmp_path, fake_cluster, monkeypatch):
+    fake_cluster(GPU_CLUSTER)
+    monkeypatch.setenv("MARS_SLURM_PARTITION", "gpu")
+    found = dry_run(tmp_path)
+    assert all(found[rule]["slurm_partition"] == "gpu" for rule in ("world", "train", "figure1"))  # unset: the same
+    monkeypatch.setenv("MARS_SLURM_CPU_PARTITION", "cpu")
+    found = dry_run(tmp_path)
+    assert found["train"]["slurm_partition"] == "gpu" and found["train"]["gpu"] == "1"
+    for rule in ("world", "figure1"):
+        assert found[rule]["slurm_partition"] == "cpu" and "gpu" not in found[rule]
+    assert found["world"]["runtime"] == str(4 * 60)  # under the cpu partition's 2-day limit
+    sets = resources(render(), "set-resources")
+    cpu_rules = {k.split(":")[0] for k, v in sets.items() if k.endswith(":slurm_partition") and v == "'cpu'"}
+    assert cpu_rules == {"world", "table", "table5", "cost_table", "figure1", "figure3", "figure6", "figure_wallclock"}
+
+
+RETRY_SNAKEFILE = """
+rule all:
+    input: "model.txt", "table.txt"
+rule train:
+    output: "model.txt"
+    shell: "if [ -e attempt ]; then touch {output}; else touch attempt; exit 1; fi"
+rule table_main:
+    output: "table.txt"
+    shell: "touch {output}"
+"""
+
+
+def test_a_killed_training_job_is_resubmitted_and_other_jobs_are_not(tmp_path, fake_cluster):
+    """The profile's retry settings, on a local run: the first attempt of `train` dies (as a preempted job would),
+    the second succeeds; a failing job of another rule fails the run at once."""
+    fake_cluster(CPU_CLUSTER)
+    profile = render()
+    retry_args = [
+        "--preemptible-rules",
+        *profile["preemptible-rules"],
+        "--preemptible-retries",
+        profile["preemptible-retries"],
+    ]
+    work = tmp_path / "retry"
+    work.mkdir()
+    (work / "Snakefile").write_text(RETRY_SNAKEFILE)
+    run = [sys.executable, "-m", "snakemake", "--cores", "1", "--nolock", "--retries", profile["retries"], *retry_args]
+    proc = subprocess.run(run, cwd=work, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (work / "model.txt").exists() and (work / "attempt").exists()
+    (work / "Snakefile").write_text(
+        RETRY_SNAKEFILE.replace("rule table_main", "rule table_main_").replace(
+            'shell: "touch {output}"', 'shell: "if [ -e tried ]; then touch {output}; else touch tried; exit 1; fi"'
+        )
+    )
+    (work / "table.txt").unlink(missing_ok=True)
+    proc = subprocess.run(run, cwd=work, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and not (work / "table.txt").exists()
+
+
+LOCAL_RULES = """
+import sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
+with SnakemakeApi(OutputSettings(quiet=True)) as api:
+    workflow = api.workflow(
+        resource_settings=ResourceSettings(cores=1),
+        config_settings=ConfigSettings(configfiles=[Path(sys.argv[2])]),
+        storage_settings=StorageSettings(),
+        snakefile=Path(sys.argv[1]),
+        workdir=Path.cwd(),
+    )._workflow
+    print(*sorted(rule.name for rule in workflow.rules if rule.name in workflow._localrules))
+"""
+
+
+def test_pipeline_under_the_profile_prefetches_on_the_login_node(tmp_path, fake_cluster, monkeypatch):
+    """The real workflow, paper config with an offline cache: `prefetch` runs locally (the compute nodes may have no
+    network), the hf world is a SLURM job with the memory to hold the SFT set."""
+    fake_cluster(GPU_CLUSTER)
+    monkeypatch.setenv("MARS_SLURM_PARTITION", "gpu")
+    config = yaml.safe_load((ROOT / "configs" / "paper-0.5b.yaml").read_text())
+    config["offline"] = {"cache_dir": str(tmp_path / "cache")}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--snakefile",
+            str(ROOT / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--configfile",
+            str(tmp_path / "config.yaml"),
+            "--cores",
+            "all",
+            "--profile",
+            str(PROFILE_DIR),
+            "-n",
+            "--nolock",
+            "results/paper-0.5b/world/data/train.jsonl",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert re.search(r"^rule prefetch:", out, re.M) and re.search(r"^rule world:", out, re.M), out[-3000:]
+    # (a dry run prints every job as "rule"): ask Snakemake which rules it runs locally, never through sbatch
+    local_rules = subprocess.run(
+        [sys.executable, "-c", LOCAL_RULES, str(ROOT / "Snakefile"), str(tmp_path / "config.yaml")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert local_rules.returncode == 0, local_rules.stderr[-2000:]
+    assert local_rules.stdout.split() == ["prefetch"]
+    world = out[out.index("rule world:") :]
+    world_resources = dict(item.split("=", 1) for item in re.search(r"resources: (.*)", world).group(1).split(", "))
+    assert world_resources["mem_mb"] == "48000" and "gpu" not in world_resources

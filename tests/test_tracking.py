@@ -28,3 +28,15 @@ def test_parallel_jobs_on_a_fresh_store_all_succeed(tmp_path, monkeypatch):
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{store_dir / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("race").experiment_id])
     assert sorted(run.info.run_name for run in runs) == [f"job{i}" for i in range(4)]
+
+
+def test_mlflow_tracking_uri_overrides_the_sqlite_store(tmp_path, monkeypatch):
+    """On a shared file system without reliable fcntl locks the store is a server: every job honours the variable
+    (sbatch hands the login node's environment on to the jobs)."""
+    from mars.tracking import tracking_uri
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://login-node:5000")
+    assert tracking_uri(tmp_path / "results") == "http://login-node:5000"
+    assert not (tmp_path / "results").exists()  # no sqlite file is made
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    assert tracking_uri(tmp_path / "results") == f"sqlite:///{(tmp_path / 'results' / 'mlflow.db').resolve()}"

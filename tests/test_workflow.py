@@ -166,3 +166,66 @@ def test_paper_evaluations_get_the_harness_tasks_not_the_tiny_ones():
         "gsm8k_cot_zeroshot",
         "humaneval_instruct",
     }
+
+
+def merged_config(tmp_path, base: str, **overlay) -> Path:
+    """A paper config with some keys overlaid, as Snakemake would merge a second --configfile."""
+    config = yaml.safe_load((ROOT / base).read_text())
+    for key, value in overlay.items():
+        config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def job_blocks(stdout: str) -> list[tuple[str, str]]:
+    """(rule name, the job's printed block: input, output, shell command) of a dry run with -p."""
+    parts = re.split(r"^\[[^\]]+\]\n(?=(?:local)?rule )", stdout, flags=re.M)
+    return [(re.match(r"(?:local)?rule (\w+):", p).group(1), p) for p in parts if re.match(r"(?:local)?rule ", p)]
+
+
+def test_offline_cache_runs_every_hub_reading_job_offline_after_one_prefetch(tmp_path):
+    cache = tmp_path / "hf-cache"
+    stdout = printed_commands(merged_config(tmp_path, "configs/paper-0.5b.yaml", offline={"cache_dir": str(cache)}))
+    blocks = job_blocks(stdout)
+    flag = str(cache / "prefetched" / "paper-0.5b.json")
+    prefetches = [block for rule, block in blocks if rule == "prefetch"]
+    assert len(prefetches) == 1 and f"output: {flag}" in prefetches[0]
+    assert "mars prefetch" in prefetches[0] and "HF_HUB_OFFLINE" not in prefetches[0]  # it is the one that fetches
+    offline = (
+        f"HF_HOME={cache}/huggingface HF_HUB_CACHE={cache}/huggingface/hub "
+        f"HF_DATASETS_CACHE={cache}/huggingface/datasets NLTK_DATA={cache}/nltk_data "
+        "HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "
+    )
+    compute = [
+        (rule, block) for rule, block in blocks if rule in ("world", "train", "evaluate", "evaluate_sweep", "bench")
+    ]
+    assert {rule for rule, _ in compute} == {"world", "train", "evaluate", "evaluate_sweep", "bench"}
+    for rule, block in compute:
+        command = re.search(r"^(.*mars (?:world|train|eval|bench) .*)$", block, re.M).group(1)
+        after = {"world": "mars world", "bench": "mars bench"}.get(rule, "OMP_NUM_THREADS")
+        assert offline + after in command, (rule, command)
+    # the prefetch is upstream: the world and every evaluation (the harness data) take its output as input
+    for rule, block in blocks:
+        if rule in ("world", "evaluate", "evaluate_sweep"):
+            assert flag in re.search(r"input: (.*)", block).group(1), rule
+    # the training of the hub model itself reads the cache too
+    base = next(b for r, b in blocks if r == "train" and "--init Qwen/Qwen2.5-0.5B-Instruct" in b)
+    assert flag in base
+
+
+def test_without_the_cache_key_nothing_changes(tmp_path):
+    stdout = printed_commands(ROOT / "configs" / "paper-0.5b.yaml")
+    assert "HF_HUB_OFFLINE" not in stdout and "prefetch" not in stdout
+
+
+def test_a_mirror_overlay_trains_and_evaluates_the_local_stand_ins(tmp_path):
+    """`mars mirror`'s overlay on configs/paper-0.5b.yaml: the same rules, the model and data set local folders."""
+    from mars.mirror import overlay
+
+    model, data = tmp_path / "models" / "Qwen2.5-0.5B-Instruct", tmp_path / "datasets" / "Dolci-Instruct-SFT"
+    keys = overlay("0.5b", model, data)
+    stdout = printed_commands(merged_config(tmp_path, "configs/paper-0.5b.yaml", **keys))
+    assert f"--init {model.resolve()} " in stdout
+    assert f'"dataset":"{data.resolve()}"' in stdout
+    assert "results/paper-0.5b-mirror/world" in stdout and "results/paper-0.5b/" not in stdout

@@ -5,6 +5,7 @@ rule bench:
     input:
         model=model_path(config["bench"]["model"]),
         data=str(WORLD / "data" / ("test.jsonl" if TINY else "train.jsonl")),
+        prefetched=PREFETCHED,
     output:
         csv=str(RESULTS / "bench" / "bench.csv"),
         json=str(RESULTS / "bench" / "bench.json"),
@@ -20,5 +21,5 @@ rule bench:
     benchmark:
         str(BENCHMARKS / "bench.tsv")
     shell:
-        "mars bench --job {params.job:q} --model {input.model} --data {params.data} --output {params.out}"
+        "{OFFLINE_ENV}mars bench --job {params.job:q} --model {input.model} --data {params.data} --output {params.out}"
         " --results-dir {RESULTS_ROOT} > {log} 2>&1"

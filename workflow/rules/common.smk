@@ -1,9 +1,11 @@
 # Paths and helpers shared by every stage. What each job runs with comes from mars.experiments, handed to the job
 # as one `job` param (canonical JSON): Snakemake reruns a job exactly when that param, its inputs or its code change.
+import shlex
 from pathlib import Path
 
 from mars import experiments as X
 from mars.config import train_spec
+from mars.offline import offline_env, prefetch_job
 
 RESULTS_ROOT = Path(config["results_dir"])
 RESULTS = RESULTS_ROOT / config["name"]
@@ -13,6 +15,15 @@ TABLES = Path(config["report"]["tables_dir"] or RESULTS_ROOT / "tables")
 FIGURES = Path(config["report"]["figures_dir"])
 BENCHMARKS = RESULTS / "benchmarks"  # Snakemake's own measurements of each job (wall time, peak memory)
 SETTING = "{method}-tau{tau}-{metric}"
+
+# Offline clusters (offline.cache_dir; workflow/rules/offline.smk): the local rule `prefetch` fills the cache, and
+# the jobs that would read the hub (world, train, evaluate, bench) run with OFFLINE_ENV in front of their command:
+# the caches inside cache_dir, the hub switched off. Their dependency on the prefetch is `ancient`: a prefetch rerun
+# (e.g. a new harness task) does not rerun finished jobs. Without the key both are empty: jobs use the hub.
+OFFLINE_CACHE = str(Path(config["offline"]["cache_dir"]).resolve()) if config["offline"]["cache_dir"] else None
+OFFLINE_ENV = "".join(f"{k}={shlex.quote(v)} " for k, v in offline_env(OFFLINE_CACHE).items()) if OFFLINE_CACHE else ""
+PREFETCH_FLAG = str(Path(OFFLINE_CACHE) / "prefetched" / f"{config['name']}.json") if OFFLINE_CACHE else None
+PREFETCHED = [ancient(PREFETCH_FLAG)] if OFFLINE_CACHE else []
 
 
 def model_dir(name):
@@ -32,7 +43,7 @@ def init_path(name):
 
 def init_input(wildcards):
     """Snakemake inputs of a training job (a hub id is not a file)."""
-    inputs = {"data": str(WORLD / "data" / f"{train_spec(config, wildcards.model).split}.jsonl")}
+    inputs = {"data": str(WORLD / "data" / f"{train_spec(config, wildcards.model).split}.jsonl"), "prefetched": PREFETCHED}
     if config["models"][wildcards.model]["init"] != "world" or TINY:
         inputs["init"] = init_path(wildcards.model)
     return inputs

@@ -7,8 +7,9 @@
 
 
 def eval_inputs(wildcards):
-    """The checkpoint (a hub id is not a file) and, for the tiny profile, the local test split."""
-    inputs = {}
+    """The checkpoint (a hub id is not a file), for the tiny profile the local test split, and on an offline
+    cluster the prefetched cache (the harness data sets)."""
+    inputs = {"prefetched": PREFETCHED}
     if TINY:
         inputs["data"] = str(WORLD / "data" / "test.jsonl")
     if wildcards.model != "world" or TINY:
@@ -27,7 +28,7 @@ def eval_params(kind):
 
 
 EVAL_COMMAND = (
-    "OMP_NUM_THREADS={threads} mars eval --job {params.job:q} --model {params.model} --data {params.data}"
+    "{OFFLINE_ENV}OMP_NUM_THREADS={threads} mars eval --job {params.job:q} --model {params.model} --data {params.data}"
     " --output {params.out}/{{family}}.json --results-dir {RESULTS_ROOT}"
     " --tag rule={rule} --tag model={wildcards.model} > {log} 2>&1"
 )

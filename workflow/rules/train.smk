@@ -20,5 +20,5 @@ rule train:
     benchmark:
         str(BENCHMARKS / "train" / "{model}.tsv")
     shell:
-        "OMP_NUM_THREADS={threads} mars train --job {params.job:q} --init {params.init} --data {params.data}"
+        "{OFFLINE_ENV}OMP_NUM_THREADS={threads} mars train --job {params.job:q} --init {params.init} --data {params.data}"
         " --output {output} --results-dir {RESULTS_ROOT} --tag rule=train > {log} 2>&1"
