@@ -6,6 +6,12 @@
               [--experiment NAME] [--results-dir results] [--tag k=v ...] [--device cpu]
     mars eval --job '{"tasks": ..., "tau": ..., ...}' --model CKPT --data ... --output ...   (the pipeline's way)
 
+``--model`` is a checkpoint folder or a hub id (the paper's "Base" row: ``Qwen/Qwen2.5-0.5B-Instruct``, loaded by
+``from_pretrained``, from the local hub cache when offline; evaluated in AR mode; ``--mask-token`` names a
+vocabulary token to use as [MASK] if it were decoded otherwise).  ``--profile paper --harness-data DIR`` runs the
+harness's own tasks on a local mirror of their data sets (:mod:`mars.eval_tasks.mirror`).  The model runs on CUDA
+when available (``--device``) in ``--dtype`` (auto: bf16 on CUDA, fp32 on the CPU).
+
 A flag left out takes the config schema's ``eval`` default; the window B defaults to the block size the checkpoint
 was trained with (``run_config.json``), so a B=16 model is decoded with 15 masks unless B is given explicitly.
 
@@ -32,9 +38,9 @@ model and eval args; metrics the metric values (names sanitised for MLflow: ``pa
 decoding statistics.
 
 Bad input (missing checkpoint, unknown task, tau outside (0, 1], missing data folder, ...) raises
-:class:`mars.config.ConfigError` before anything runs (the CLI prints one ``error:`` line, exit status 2).  The
-paper profile cannot run offline: a data set that cannot be fetched is reported the same way (its MLflow run is
-marked FAILED).
+:class:`mars.config.ConfigError` before anything runs (the CLI prints one ``error:`` line, exit status 2).  Without a
+mirror the paper profile reads the hub: a data set that cannot be fetched is reported the same way (its MLflow run
+is marked FAILED); with a mirror, its missing files are named before anything runs.
 """
 
 from __future__ import annotations
