@@ -1,4 +1,10 @@
-"""``mars bench``: the wall-clock benchmark of Table 5, on the GSM8K-like test prompts.
+"""``mars bench``: the wall-clock benchmark of Table 5, on GSM8K prompts.
+
+Prompts (``prompts``): "world", the tiny world's GSM8K-like test records (``--data``/test.jsonl); "gsm8k", at
+paper scale, the GSM8K test questions of the harness's ``gsm8k_cot_zeroshot`` task as it prompts them, from the
+local mirror ``harness_data`` (:mod:`mars.eval_tasks.mirror`; None: the hub).  Each is sent as a chat user turn.
+The model runs on CUDA when available (``device``) in ``dtype`` ("auto": bf16 on CUDA, fp32 on CPU); on CUDA each
+timed pass ends with a synchronize, so the clock measures the GPU's work.
 
 Settings, all greedy on the same model and prompts:
   ar_hf_kv          Hugging Face ``generate`` with its KV cache (the reference, speed-up 1.00)
@@ -39,6 +45,13 @@ from mars.fileio import write_json_atomic, write_text_atomic
 from mars.generation import default_window, encode_prompts, load_model
 
 
+def _sync(model) -> None:
+    """Wait for the GPU: CUDA kernels run asynchronously, a timer read before they finish measures nothing."""
+    device = next(model.parameters()).device
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def machine_info() -> dict:
     import transformers
 
@@ -68,6 +81,7 @@ class Runner:
 
     def ours(self, batch_size: int, *, tau: float, cache: str, cache_block_size: int = 32):
         tokens = forwards = 0
+        _sync(self.model)
         start = time.perf_counter()
         for batch in self.batches(batch_size):
             stats: dict = {}
@@ -87,12 +101,14 @@ class Runner:
             )
             tokens += sum(len(o.token_ids) for o in outs)
             forwards += sum(o.forwards for o in outs)
+        _sync(self.model)
         return time.perf_counter() - start, tokens, forwards
 
     def _hf(self, batch: list[list[int]], **kwargs):
         width = max(len(p) for p in batch)
-        ids = torch.tensor([[self.pad] * (width - len(p)) + p for p in batch])
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch])
+        device = next(self.model.parameters()).device
+        ids = torch.tensor([[self.pad] * (width - len(p)) + p for p in batch], device=device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch], device=device)
         with torch.inference_mode():
             out = self.model.generate(
                 input_ids=ids,
@@ -113,16 +129,20 @@ class Runner:
         return count
 
     def hf_greedy(self, batch_size: int):
+        _sync(self.model)
         start, tokens = time.perf_counter(), 0
         for batch in self.batches(batch_size):
             tokens += self._hf(batch)
+        _sync(self.model)
         return time.perf_counter() - start, tokens, None
 
     def prompt_lookup(self, batch_size: int, lookup: int = 4):
+        _sync(self.model)
         start, tokens = time.perf_counter(), 0
         for batch in self.batches(batch_size):
             for prompt in batch:  # assisted generation in transformers takes batch size 1
                 tokens += self._hf([prompt], prompt_lookup_num_tokens=lookup)
+        _sync(self.model)
         return time.perf_counter() - start, tokens, None
 
 
@@ -131,6 +151,7 @@ def forward_costs(
 ) -> tuple[float, float]:
     """Median seconds of one cached forward of 1 token and of ``window`` tokens per row, same batch and context."""
     batch = prompts[:batch_size]
+    device = next(model.parameters()).device
     times = {1: [], window: []}
     with torch.inference_mode():
         for _ in range(reps + 1):
@@ -140,21 +161,25 @@ def forward_costs(
                     for i, p in enumerate(batch)
                 ]
                 kv = KVCache(model, len(rows), next(model.parameters()).device)
-                _, valid = window_forward(model, kv, rows, torch.zeros(len(rows), 0, dtype=torch.long), pad_id)
+                _, valid = window_forward(
+                    model, kv, rows, torch.zeros(len(rows), 0, dtype=torch.long, device=device), pad_id
+                )
                 kv.commit(valid, keep=valid.shape[1])
                 for r in rows:  # the window: one real token (the last accepted) + width-1 masks
                     r.uncached = [r.tokens[-1]]
                     r.tokens.append(r.tokens[-1])
-                tail = torch.full((len(rows), width - 1), mask_id, dtype=torch.long)
+                tail = torch.full((len(rows), width - 1), mask_id, dtype=torch.long, device=device)
+                _sync(model)
                 start = time.perf_counter()
                 window_forward(model, kv, rows, tail, pad_id)
+                _sync(model)
                 times[width].append(time.perf_counter() - start)
     return statistics.median(times[1][1:]), statistics.median(times[window][1:])
 
 
 def run_bench(
     model_path: str,
-    data_dir: str,
+    data_dir: str | None,
     out_dir: str,
     *,
     batch_sizes,
@@ -168,23 +193,39 @@ def run_bench(
     block_size: int = 0,
     experiment: str | None = None,
     results_dir: str = "results",
+    prompts: str = "world",
+    harness_data: str | None = None,
+    dtype: str = "auto",
+    device: str | None = None,
 ) -> list[dict]:
     """The benchmark (module docstring); its settings' defaults are the config schema's (``bench`` section)."""
     if threads:
         torch.set_num_threads(threads)
     if not 0 < tau <= 1:
         raise ConfigError(f"tau must be in (0, 1], got {tau}")
-    model, tokenizer = load_model(model_path)
+    if prompts not in ("world", "gsm8k"):
+        raise ConfigError(f"prompts must be 'world' or 'gsm8k', got {prompts!r}")
+    if prompts == "world" and not data_dir:
+        raise ConfigError("--data (the world's data folder with test.jsonl) is required for prompts 'world'")
+    model, tokenizer = load_model(model_path, dtype=dtype, device=device)
     if tokenizer.mask_token_id is None:
         raise ConfigError(f"{model_path}: the tokenizer has no mask token; mars bench needs a MARS model")
     block_size = block_size or default_window(model_path, "mars") or 0
     if block_size < 2:
         raise ConfigError(f"{model_path}: not a MARS checkpoint (no trained block size); give --block-size")
-    records = [r for r in load_records(data_dir, "test") if r.get("family", family) == family][:num_prompts]
-    if not records:
-        raise ConfigError(f"no {family} prompts in {data_dir}/test.jsonl")
-    prompts = encode_prompts(tokenizer, [r["prompt"] for r in records])
-    runner = Runner(model, tokenizer, prompts, block_size, tau, max_new_tokens)
+    if prompts == "gsm8k":
+        from mars.eval_tasks.mirror import gsm8k_bench_prompts
+
+        texts = gsm8k_bench_prompts(harness_data, num_prompts)
+        source = f"gsm8k test ({harness_data or 'hub'})"
+    else:
+        records = [r for r in load_records(data_dir, "test") if r.get("family", family) == family][:num_prompts]
+        texts = [r["prompt"] for r in records]
+        source = f"{data_dir}/test.jsonl"
+    if not texts:
+        raise ConfigError(f"no {family} prompts in {source}")
+    prompt_ids = encode_prompts(tokenizer, texts)
+    runner = Runner(model, tokenizer, prompt_ids, block_size, tau, max_new_tokens)
     settings = {
         "ar_hf_kv": lambda b: runner.hf_greedy(b),
         "mars_tau1": lambda b: runner.ours(b, tau=1.0, cache="cursor"),
@@ -230,7 +271,7 @@ def run_bench(
         cursor = next(r for r in rows if r["batch_size"] == batch_size and r["setting"] == "mars_cursor")
         window = math.ceil(cursor["tokens_per_forward"]) + block_size - 1
         t1, tw = forward_costs(
-            model, prompts, batch_size, window, tokenizer.mask_token_id, tokenizer.pad_token_id, reps=max(5, reps)
+            model, prompt_ids, batch_size, window, tokenizer.mask_token_id, tokenizer.pad_token_id, reps=max(5, reps)
         )
         ideal = cursor["tokens_per_forward"] * t1 / tw
         cursor.update(
@@ -268,7 +309,10 @@ def run_bench(
         "model": str(model_path),
         "tau": tau,
         "block_size": block_size,
-        "num_prompts": len(prompts),
+        "num_prompts": len(prompt_ids),
+        "prompts": source,
+        "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+        "device": str(next(model.parameters()).device),
         "max_new_tokens": max_new_tokens,
         "reps": reps,
         "family": family,

@@ -157,6 +157,9 @@ BENCH_SETTINGS = (
     "block_size",
     "threads",
     "experiment",
+    "prompts",
+    "harness_data",
+    "dtype",
 )
 
 
@@ -166,6 +169,7 @@ def _bench(args) -> None:
     from mars.experiments import parse_job
 
     settings = {k: v for k, v in schema_defaults("bench").items() if k in BENCH_SETTINGS}
+    settings["dtype"] = schema_defaults("eval")["dtype"]  # (evaluations and the benchmark load models alike)
     settings.update(parse_job(args.job, BENCH_SETTINGS) if args.job else {})
     for key in BENCH_SETTINGS:
         if getattr(args, key, None) is not None:
@@ -185,6 +189,13 @@ def _bench(args) -> None:
             f"{r['batch_size']:5d} {r['setting']:16s} {r['tokens_per_s']:8.1f} {r['speedup_vs_ar_kv']:7.2f}x "
             f"{tpf:>5} {eff:>10}"
         )
+
+
+def _eval_mirror(args) -> None:
+    from mars.eval_tasks.mirror import write_harness_mirror
+
+    written = write_harness_mirror(args.output)
+    print(json.dumps({name: len(files) for name, files in written.items()}))
 
 
 def _log_report(experiment: str, results_dir: str, name: str, paths: list) -> None:
@@ -301,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
         "unset settings take the config schema's bench defaults",
     )
     bench.add_argument("--model", required=True, help="MARS checkpoint folder")
-    bench.add_argument("--data", required=True, help="folder with test.jsonl (GSM8K-like prompts are used)")
+    bench.add_argument("--data", help="prompts 'world': folder with test.jsonl (its GSM8K-like prompts are used)")
     bench.add_argument("--output", required=True, help="folder for bench.csv and bench.json")
     bench.add_argument("--job", help="the bench settings as a JSON object (what the pipeline passes)")
     bench.add_argument("--batch-sizes", help="comma-separated")
@@ -312,8 +323,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--reps", type=int)
     bench.add_argument("--max-new-tokens", type=int)
     bench.add_argument("--threads", type=int, help="torch threads (they decide the measurement; schema default)")
+    bench.add_argument("--prompts", help="world (--data's test.jsonl) | gsm8k (the harness's GSM8K test questions)")
+    bench.add_argument("--harness-data", help="prompts gsm8k: local mirror of the harness's data (default: the hub)")
+    bench.add_argument("--dtype", help="auto (bf16 on CUDA, fp32 on CPU) | bfloat16 | float16 | float32")
     bench.add_argument("--results-dir", help="folder of the MLflow store")
     bench.set_defaults(run=_bench)
+
+    mirror = commands.add_parser(
+        "eval-mirror",
+        help="write the offline rehearsal's STAND-IN mirror of the paper tasks' data sets (mars.eval_tasks.mirror)",
+    )
+    mirror.add_argument("output", help="folder (then eval.harness_data / --harness-data)")
+    mirror.set_defaults(run=_eval_mirror)
 
     report = commands.add_parser("report", help="regenerate a table or figure from pipeline outputs")
     report.add_argument("what", choices=["table", "figure"])

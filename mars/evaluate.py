@@ -6,6 +6,12 @@
               [--experiment NAME] [--results-dir results] [--tag k=v ...] [--device cpu]
     mars eval --job '{"tasks": ..., "tau": ..., ...}' --model CKPT --data ... --output ...   (the pipeline's way)
 
+``--model`` is a checkpoint folder or a hub id (the paper's "Base" row: ``Qwen/Qwen2.5-0.5B-Instruct``, loaded by
+``from_pretrained``, from the local hub cache when offline; evaluated in AR mode; ``--mask-token`` names a
+vocabulary token to use as [MASK] if it were decoded otherwise).  ``--profile paper --harness-data DIR`` runs the
+harness's own tasks on a local mirror of their data sets (:mod:`mars.eval_tasks.mirror`).  The model runs on CUDA
+when available (``--device``) in ``--dtype`` (auto: bf16 on CUDA, fp32 on the CPU).
+
 A flag left out takes the config schema's ``eval`` default; the window B defaults to the block size the checkpoint
 was trained with (``run_config.json``), so a B=16 model is decoded with 15 masks unless B is given explicitly.
 
@@ -32,9 +38,9 @@ model and eval args; metrics the metric values (names sanitised for MLflow: ``pa
 decoding statistics.
 
 Bad input (missing checkpoint, unknown task, tau outside (0, 1], missing data folder, ...) raises
-:class:`mars.config.ConfigError` before anything runs (the CLI prints one ``error:`` line, exit status 2).  The
-paper profile cannot run offline: a data set that cannot be fetched is reported the same way (its MLflow run is
-marked FAILED).
+:class:`mars.config.ConfigError` before anything runs (the CLI prints one ``error:`` line, exit status 2).  Without a
+mirror the paper profile reads the hub: a data set that cannot be fetched is reported the same way (its MLflow run
+is marked FAILED); with a mirror, its missing files are named before anything runs.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -71,13 +78,20 @@ EVAL_SETTINGS = (
     "batch_size",
     "max_gen_toks",
     "experiment",
+    "harness_data",
+    "dtype",
+    "mask_token",
 )
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     """Every decoding and evaluation flag defaults to the config schema's ``eval`` defaults, and the block size to
     the checkpoint's trained one; ``--job`` (the workflow's) gives them all at once as JSON."""
-    parser.add_argument("--model", required=True, help="checkpoint folder (save_pretrained, with its tokenizer)")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="checkpoint folder (save_pretrained, with its tokenizer), or a hub id (AR evaluation of a hub model)",
+    )
     parser.add_argument("--job", default=None, help="JSON object of the settings below (the pipeline's job param)")
     parser.add_argument(
         "--tasks",
@@ -101,6 +115,13 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--max-gen-toks", type=int, default=None)
     parser.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    parser.add_argument("--dtype", default=None, help="auto (bf16 on CUDA, fp32 on CPU) | bfloat16 | float16 | float32")
+    parser.add_argument(
+        "--harness-data",
+        default=None,
+        help="paper profile: local mirror of the harness's data sets (mars.eval_tasks.mirror); default: the hub",
+    )
+    parser.add_argument("--mask-token", default=None, help="token used as [MASK] when the tokenizer has none")
     parser.add_argument("--output", required=True, help="result JSON (see 'mars.evaluate' for several tasks)")
     parser.add_argument("--experiment", default=None, help="MLflow experiment (default: the training one)")
     parser.add_argument("--results-dir", default=None, help="folder of the MLflow store (mlflow.db)")
@@ -160,13 +181,25 @@ def parse_tags(pairs: list[str] | None) -> dict[str, str]:
 # input checks
 
 
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
 def _check_checkpoint(model: str | os.PathLike) -> Path:
+    """A local checkpoint folder (absolute), or a hub id such as ``Qwen/Qwen2.5-0.5B-Instruct`` (kept as given: the
+    model is loaded by ``from_pretrained``, from the local hub cache when offline)."""
     path = Path(model).expanduser()
-    if not path.exists():
+    if path.exists():
+        if not path.is_dir() or not (path / "config.json").is_file():
+            raise ConfigError(f"not a checkpoint folder (no config.json): {model}")
+        return path.resolve()
+    text = str(model)
+    if not HUB_ID.match(text):
         raise ConfigError(f"checkpoint not found: {model}")
-    if not path.is_dir() or not (path / "config.json").is_file():
-        raise ConfigError(f"not a checkpoint folder (no config.json): {model}")
-    return path.resolve()
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if constants.HF_HUB_OFFLINE and not isinstance(try_to_load_from_cache(text, "config.json"), str):
+        raise ConfigError(f"checkpoint not found: {model} (neither a folder nor a hub model in the local cache)")
+    return Path(text)
 
 
 def _read_run_config(path: Path) -> dict:
@@ -242,6 +275,9 @@ def evaluate(
     results_dir: str | os.PathLike | None = None,
     tags: dict[str, str] | None = None,
     device: str | None = None,
+    dtype: str | None = None,
+    harness_data: str | os.PathLike | None = None,
+    mask_token: str | None = None,
     bootstrap_iters: int = 1000,
 ) -> list[tuple[Path, dict]]:
     """Evaluate ``model`` on ``tasks``; writes one JSON per task and returns [(path, record)] (module docstring).
@@ -253,18 +289,22 @@ def evaluate(
     from mars.eval_tasks import (
         PAPER_FEWSHOT,
         PAPER_PRIMARY_METRIC,
+        PAPER_TASKS,
         PRIMARY_METRIC,
         paper_task_spec,
         resolve_tasks,
         write_task_dir,
     )
-    from mars.generation import _load_errors, checkpoint_error, default_window, trained_block_size
+    from mars.eval_tasks import mirror as harness_mirror
+    from mars.generation import _load_errors, checkpoint_error, default_window, resolve_dtype, trained_block_size
 
     # ---- every input check first: nothing runs, nothing is written on bad input
     model_path = _check_checkpoint(model)
     defaults = schema_defaults("eval")
     given = dict(
         profile=profile,
+        dtype=dtype,
+        harness_data=harness_data,
         cache=cache,
         cache_block_size=cache_block_size,
         metric=metric,
@@ -279,6 +319,7 @@ def evaluate(
         given["metric"],
     )
     batch_size, max_gen_toks = given["batch_size"], given["max_gen_toks"]
+    dtype, harness_data = given["dtype"], given["harness_data"]
     results_dir = results_dir or DEFAULT_RESULTS_DIR
     trained_block = trained_block_size(model_path)
     if block_size is None:
@@ -298,6 +339,21 @@ def evaluate(
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     limit = _positive("--limit", limit, allow_none=True)
+    resolve_dtype(dtype, device)  # (a bad name fails here, before anything runs)
+    if profile == "paper":
+        harness_data = harness_mirror.check_harness_data(harness_data)
+        if any(family == "ifeval" for _, family in selected) and not harness_mirror.nltk_data_ready(harness_data):
+            if harness_data is not None:
+                raise ConfigError(
+                    f"ifeval needs nltk's punkt_tab: none in {harness_mirror.nltk_data_dir(harness_data)} nor on "
+                    "NLTK_DATA (see mars.eval_tasks.mirror)"
+                )
+            print(
+                "[mars eval] nltk's punkt_tab is missing: the harness's ifeval will try to download it", file=sys.stderr
+            )
+    elif harness_data is not None:
+        print("[mars eval] harness_data is ignored by profile 'tiny' (its tasks read --data)", file=sys.stderr)
+        harness_data = None
     batch_size = _positive("--batch-size", batch_size)
     max_gen_toks = _positive("--max-gen-toks", max_gen_toks)
     paths = output_paths(output, [t for t, _ in selected])
@@ -320,28 +376,42 @@ def evaluate(
                 "[mars eval] --data is ignored by profile 'paper' (its tasks load their own data sets)", file=sys.stderr
             )
 
-        from mars.lm_eval_model import MARSLM
-
-        try:
-            lm = MARSLM(pretrained=str(model_path), batch_size=batch_size, device=device, **decoding_args)
-        except _load_errors() as exc:
-            raise ConfigError(checkpoint_error(model, exc)) from None
-
         from lm_eval import simple_evaluate
         from lm_eval.tasks import TaskManager
 
+        from mars.lm_eval_model import MARSLM
+
         _quiet_harness_notices()
 
+        data_overrides: dict = {}
         if profile == "tiny":
             task_manager = TaskManager(include_path=task_dir, include_defaults=False)
         else:
             task_manager = TaskManager()
+            if harness_data is not None:  # the harness's own tasks, their data read from the local mirror
+                data_overrides = harness_mirror.write_redirected_tasks(
+                    task_manager, [t for t, _ in selected], harness_data, task_dir, inline=(PAPER_TASKS["humaneval"],)
+                )
+                harness_mirror.quiet_override_notices()
+                task_manager = TaskManager(include_path=task_dir)
+
+        try:
+            lm = MARSLM(
+                pretrained=str(model_path),
+                batch_size=batch_size,
+                device=device,
+                dtype=dtype,
+                mask_token=mask_token,
+                **decoding_args,
+            )
+        except _load_errors() as exc:
+            raise ConfigError(checkpoint_error(model, exc)) from None
 
         from mars.tracking import log_metrics, mlflow_run, tracking_uri
 
         out: list[tuple[Path, dict]] = []
         for task, family in selected:
-            spec = task if profile == "tiny" else paper_task_spec(family, task_manager)
+            spec = task if profile == "tiny" else paper_task_spec(family, task_manager, data_overrides)
             num_fewshot = None if profile == "tiny" else PAPER_FEWSHOT[family]
             eval_args = {
                 "limit": limit,
@@ -351,6 +421,8 @@ def evaluate(
                 "fewshot_as_multiturn": True,
                 "num_fewshot": num_fewshot,
                 "data_dir": str(data_dir) if data_dir else None,
+                "harness_data": str(harness_data) if harness_data else None,
+                "dtype": str(lm.model.dtype).removeprefix("torch."),
                 "bootstrap_iters": bootstrap_iters,
             }
             run_tags = {

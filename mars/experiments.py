@@ -293,7 +293,10 @@ def decoding_block_size(config: dict, model: str, method: str) -> int:
 def eval_job(config: dict, model: str, method: str, tau: float, metric: str, kind: str) -> dict:
     """Every setting of one ``mars eval`` job (keys are its ``evaluate()`` arguments)."""
     ev = config["eval"]
+    # (the paper profile's mirror folder is part of the job: pointing it elsewhere reruns the evaluations)
+    mirror = {"harness_data": ev["harness_data"]} if ev["profile"] == "paper" else {}
     return {
+        # paper: the family names, which `mars eval --profile paper` maps to the harness's tasks (gsm8k_cot_zeroshot)
         "tasks": ",".join(f"{'tiny_' if ev['profile'] == 'tiny' else ''}{f}" for f in KIND_FAMILIES[kind]),
         "profile": ev["profile"],
         "method": method,
@@ -305,6 +308,8 @@ def eval_job(config: dict, model: str, method: str, tau: float, metric: str, kin
         "limit": ev["limit"],
         "batch_size": ev["batch_size"],
         "max_gen_toks": ev["max_gen_toks"],
+        "dtype": ev["dtype"],
+        **mirror,
         "experiment": config["name"],
     }
 
@@ -323,9 +328,27 @@ def train_job(config: dict, model: str) -> dict:
 
 
 def bench_job(config: dict) -> dict:
+    """Every setting of the ``mars bench`` job. Its prompts: the tiny world's GSM8K-like test records, or at paper
+    scale (an hf world, whose SFT records hold no GSM8K) the GSM8K test questions of the harness's gsm8k task, from
+    ``eval.harness_data`` (null: the hub)."""
     bench = dict(config["bench"])  # threads included: the thread count decides the measurement
     model = bench.pop("model")
-    return {**bench, "block_size": decoding_block_size(config, model, "mars"), "experiment": config["name"]}
+    tiny = config["world"]["kind"] == "tiny"
+    prompts = {"prompts": "world"} if tiny else {"prompts": "gsm8k", "harness_data": config["eval"]["harness_data"]}
+    return {
+        **bench,
+        "block_size": decoding_block_size(config, model, "mars"),
+        "dtype": config["eval"]["dtype"],
+        **prompts,
+        "experiment": config["name"],
+    }
+
+
+def bench_prompt_file(config: dict) -> str:
+    """The file the paper-scale benchmark reads its GSM8K questions from (the harness mirror's test split)."""
+    from mars.eval_tasks.mirror import gsm8k_bench_file
+
+    return str(gsm8k_bench_file(config["eval"]["harness_data"]))
 
 
 def table_job(config: dict, table: str) -> dict:

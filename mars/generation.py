@@ -34,18 +34,50 @@ def _load_errors() -> tuple[type[BaseException], ...]:
     return (OSError, ValueError, RuntimeError, EnvironmentError, SafetensorError)
 
 
-def load_model(path: str | Path, dtype: torch.dtype = torch.float32, attn: str = "sdpa"):
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+def resolve_device(device: str | torch.device | None = None) -> torch.device:
+    """The device a model runs on: the given one, else CUDA when available, else the CPU."""
+    if device is None or str(device) == "":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, device: str | torch.device | None = None) -> torch.dtype:
+    """The parameter dtype of an evaluated or benchmarked model (config ``eval.dtype``): "auto" (or None) is bf16 on
+    a GPU (the paper's checkpoints are trained and saved in bf16) and fp32 on the CPU (where bf16 matmuls are slow
+    and the tiny models are trained in fp32); "bfloat16" / "float16" / "float32" force one."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype is None or dtype == "auto":
+        return torch.bfloat16 if resolve_device(device).type == "cuda" else torch.float32
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype must be auto, {', '.join(DTYPES)}; got {dtype!r}")
+    return DTYPES[dtype]
+
+
+def load_model(
+    path: str | Path,
+    dtype: str | torch.dtype | None = "auto",
+    attn: str = "sdpa",
+    device: str | torch.device | None = None,
+):
+    """Model and tokenizer of a checkpoint folder, in ``dtype`` (see :func:`resolve_dtype`) on ``device`` (None:
+    CUDA when available)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(path)
     if not (path / "config.json").is_file():
         raise ConfigError(f"model checkpoint not found (no config.json): {path}")
+    device = resolve_device(device)
+    dtype = resolve_dtype(dtype, device)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn).eval()
     except _load_errors() as exc:
         raise ConfigError(checkpoint_error(path, exc)) from None
-    return model, tokenizer
+    return model.to(device), tokenizer
 
 
 def checkpoint_error(path, exc: BaseException) -> str:

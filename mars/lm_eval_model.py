@@ -23,9 +23,11 @@ warning and listed in ``model_args()["ignored_generation_config"]``; reset them 
 Model args (``--model_args`` / constructor): ``tau`` (1.0), ``block_size`` (the checkpoint's trained one), ``cache``,
 ``cache_block_size`` and ``metric`` (the config schema's ``eval`` defaults), ``method`` ("mars"; "ar" / "jacobi" /
 "block_diffusion"),
-plus every HFLM argument (``pretrained``, ``batch_size``, ``device``, ``dtype``, ``max_length`` ...).  The mask
-token id is the tokenizer's ``mask_token_id`` (``mask_token_id=`` overrides it); "mars" and "block_diffusion"
-need one.
+plus every HFLM argument (``pretrained``, ``batch_size``, ``device``, ``max_length`` ...).  ``device`` defaults to
+CUDA when available; ``dtype`` "auto" (the default; config ``eval.dtype``) is bf16 on CUDA and fp32 on the CPU
+(:func:`mars.generation.resolve_dtype`; HFLM's own "auto" would take the checkpoint's).  The mask token id is the
+tokenizer's ``mask_token_id`` (``mask_token_id=`` overrides it; ``mask_token=`` names a token of the vocabulary to
+use when the tokenizer has none, e.g. a hub checkpoint); "mars" and "block_diffusion" need one.
 
 Decoding statistics accumulate in ``self.decode_stats`` (``reset_stats()`` clears them): one record per request
 (task, doc id, prompt tokens, generated token ids and count, forwards, tokens per forward, how many tokens each
@@ -70,11 +72,13 @@ class MARSLM(HFLM):
         metric: str | None = None,
         method: str = "mars",
         mask_token_id: int | None = None,
+        mask_token: str | None = None,
         device: str | None = None,
+        dtype: str | torch.dtype | None = "auto",
         **kwargs,
     ) -> None:
         from mars.config import schema_defaults
-        from mars.generation import default_window
+        from mars.generation import default_window, resolve_device, resolve_dtype
 
         defaults = schema_defaults("eval")  # the config schema's decoding defaults, the one place they live
         if block_size is None:  # the window the checkpoint was trained with
@@ -89,11 +93,14 @@ class MARSLM(HFLM):
             metric=defaults["metric"] if metric is None else metric,
             method=method,
         )
-        if device is None:
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        super().__init__(pretrained=pretrained, device=device, **kwargs)
+        device = str(resolve_device(device))
+        super().__init__(pretrained=pretrained, device=device, dtype=resolve_dtype(dtype, device), **kwargs)
         if mask_token_id is None:
             mask_token_id = getattr(self.tokenizer, "mask_token_id", None)
+        if mask_token_id is None and mask_token:  # a hub checkpoint: the world's reserved token serves as [MASK]
+            mask_token_id = self.tokenizer.convert_tokens_to_ids(mask_token)
+            if mask_token_id is None or mask_token_id == self.tokenizer.unk_token_id:
+                raise ValueError(f"mask token {mask_token!r} is not in the vocabulary of {pretrained}")
         self.mask_token_id = None if mask_token_id is None else int(mask_token_id)
         if self.decoding_args["method"] in NEEDS_MASK and self.mask_token_id is None:
             raise ValueError(

@@ -1,5 +1,6 @@
 """The Snakemake workflow: dry runs schedule the expected jobs; bad configs stop before any job runs."""
 
+import json
 import re
 import subprocess
 import sys
@@ -229,3 +230,25 @@ def test_a_mirror_overlay_trains_and_evaluates_the_local_stand_ins(tmp_path):
     assert f"--init {model.resolve()} " in stdout
     assert f'"dataset":"{data.resolve()}"' in stdout
     assert "results/paper-0.5b-mirror/world" in stdout and "results/paper-0.5b/" not in stdout
+
+
+def test_paper_jobs_read_the_harness_mirror_as_a_param_and_an_input(tmp_path):
+    """eval.harness_data: every paper evaluation job carries the mirror folder in its job param (pointing it elsewhere
+    reruns them) and as an input; the benchmark reads the mirror's GSM8K test split (an hf world's SFT records hold
+    no GSM8K prompts); both load their models in eval.dtype."""
+    from mars.eval_tasks.mirror import write_harness_mirror
+
+    mirror = tmp_path / "mirror"
+    write_harness_mirror(mirror)
+    config = yaml.safe_load((ROOT / "configs" / "paper-0.5b.yaml").read_text())
+    config["eval"]["harness_data"] = str(mirror)
+    path = tmp_path / "paper.yaml"
+    path.write_text(yaml.safe_dump(config))
+    stdout = printed_commands(path)
+    jobs = eval_jobs(stdout)
+    assert jobs and all(job["harness_data"] == str(mirror) and job["dtype"] == "auto" for job in jobs.values())
+    inputs = re.findall(r"^\s*input: (.*)$", stdout, re.M)
+    assert sum(str(mirror) in line.split(", ") for line in inputs) >= len(jobs)
+    bench = json.loads(re.search(r"mars bench --job '([^']*)'", stdout).group(1))
+    assert bench["prompts"] == "gsm8k" and bench["harness_data"] == str(mirror) and bench["dtype"] == "auto"
+    assert str(mirror / "openai" / "gsm8k" / "main" / "test.jsonl") in stdout

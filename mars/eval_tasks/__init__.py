@@ -31,7 +31,9 @@ Metrics (each family's ``metrics`` in the registry of :mod:`mars.world.tasks`, p
 
 Profile ``paper``
 -----------------
-:data:`PAPER_TASKS` maps the families to the installed harness's task names (not runnable offline).  The paper says
+:data:`PAPER_TASKS` maps the families to the installed harness's task names; they read their data sets from the hub,
+or, with ``harness_data`` (config ``eval.harness_data``, ``--harness-data``), from a local mirror of them
+(:mod:`mars.eval_tasks.mirror`: the harness's own task definitions, only the data source redirected).  The paper says
 "gsm8k_cot (0-shot)": the harness's ``gsm8k_cot`` is its 8-shot CoT prompt, ``gsm8k_cot_zeroshot`` the 0-shot
 variant, which is what is used here.  ``mmlu_pro`` is 5-shot in the harness and run with ``num_fewshot=0`` as in
 the paper.  ``humaneval_instruct`` is run with its metric replaced by :func:`hooks.sandboxed_pass_at_1` (the
@@ -272,11 +274,14 @@ def write_task_dir(
 # profile paper
 
 
-def paper_task_spec(family: str, task_manager) -> str | dict:
+def paper_task_spec(family: str, task_manager, data_overrides: dict[str, dict] | None = None) -> str | dict:
     """What to hand ``simple_evaluate(tasks=[...])`` for a paper-profile family.
 
     The registered name, except humaneval_instruct: its config (read from the harness's YAML, functions
-    unresolved) with the metric replaced by the sandboxed pass@1 and the post-processing filter by our own copy."""
+    unresolved) with the metric replaced by the sandboxed pass@1 and the post-processing filter by our own copy
+    (the harness's ``utils.py`` would load the unsandboxed ``code_eval`` metric at import), plus its
+    ``data_overrides`` entry when the data come from a local mirror (:mod:`mars.eval_tasks.mirror`; the other
+    tasks' mirror YAMLs are in the task manager's include path)."""
     name = PAPER_TASKS[family]
     if family != "humaneval":
         return name
@@ -293,4 +298,13 @@ def paper_task_spec(family: str, task_manager) -> str | dict:
     cfg["filter_list"] = [
         {"name": "create_test", "filter": [{"function": "custom", "filter_fn": hooks.humaneval_instruct_predictions}]}
     ]
+    cfg.update((data_overrides or {}).get(name, {}))
     return cfg
+
+
+def nltk_data_ready(harness_data: str | Path | None = None) -> bool:
+    """Whether nltk's ``punkt_tab`` (IFEval's sentence splitter) is found, ``<harness_data>/nltk_data`` included
+    (:func:`mars.eval_tasks.mirror.nltk_data_ready`; a cluster's prefetch fills that folder)."""
+    from mars.eval_tasks.mirror import nltk_data_ready as ready
+
+    return ready(harness_data)

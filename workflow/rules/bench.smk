@@ -1,11 +1,20 @@
 # Stage 4: wall-clock benchmark (Table 5) on the GSM8K-like prompts.
 
 
+def bench_inputs(wildcards):
+    """The model and its prompts: the tiny world's test split, or (hf world) the GSM8K test split of the local
+    harness mirror (eval.harness_data; none: the hub, no file)."""
+    inputs = {"model": model_path(config["bench"]["model"]), "prefetched": PREFETCHED}
+    if TINY:
+        inputs["data"] = str(WORLD / "data" / "test.jsonl")
+    elif config["eval"]["harness_data"]:
+        inputs["data"] = X.bench_prompt_file(config)
+    return inputs
+
+
 rule bench:
     input:
-        model=model_path(config["bench"]["model"]),
-        data=str(WORLD / "data" / ("test.jsonl" if TINY else "train.jsonl")),
-        prefetched=PREFETCHED,
+        unpack(bench_inputs),
     output:
         csv=str(RESULTS / "bench" / "bench.csv"),
         json=str(RESULTS / "bench" / "bench.json"),

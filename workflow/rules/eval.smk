@@ -7,11 +7,14 @@
 
 
 def eval_inputs(wildcards):
-    """The checkpoint (a hub id is not a file), for the tiny profile the local test split, and on an offline
-    cluster the prefetched cache (the harness data sets)."""
+    """The checkpoint (a hub id is not a file), for the tiny profile the local test split, for the paper profile the
+    local mirror of the harness's data sets (eval.harness_data; none: the hub), and on an offline cluster the
+    prefetched cache."""
     inputs = {"prefetched": PREFETCHED}
     if TINY:
         inputs["data"] = str(WORLD / "data" / "test.jsonl")
+    if config["eval"]["profile"] == "paper" and config["eval"]["harness_data"]:
+        inputs["harness_data"] = config["eval"]["harness_data"]
     if wildcards.model != "world" or TINY:
         inputs["model"] = model_path(wildcards.model)
     return inputs
