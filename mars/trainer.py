@@ -112,15 +112,30 @@ class MARSTrainer(ARTrainer):
             trim=self.trim_noisy_prefix,
             generator=self._masking_generator(inputs["input_ids"].device),
         )
-        if num_items_in_batch is None:
+        counted = num_items_in_batch is not None
+        if not counted:
             # No count of the accumulated batch: normalise per micro-batch and average over accumulation steps.
             steps = self.current_gradient_accumulation_steps if model.training else 1
             num_items_in_batch = batch.num_response * steps
         loss, parts = dual_stream_loss(model, batch, self.w_ar, num_items_in_batch)
-        # Logged per micro-batch as the mean over its own targets, comparable across accumulation settings.
-        scale = float(num_items_in_batch) / max(batch.num_response, 1)
-        for name, value in parts.items():
-            self._metrics[mode][name].append(float(value) * scale)
+        if counted and self.args.average_tokens_across_devices and self.accelerator.num_processes > 1:
+            # The Trainer's count spans every process and DDP/FSDP average the gradients over processes: undo that
+            # average, so that N processes give the update of one process on the same global batch.
+            loss = loss * self.accelerator.num_processes
+        # Logged per micro-batch as the mean over its own targets (those of every process), comparable across
+        # accumulation settings and process counts.
+        sums = torch.stack(
+            [
+                parts["sum_mask"],
+                parts["sum_ar"],
+                torch.tensor(float(batch.num_response), device=parts["sum_mask"].device),
+            ]
+        )
+        if self.accelerator.num_processes > 1:
+            sums = self.accelerator.gather(sums.to(self.accelerator.device)).view(-1, 3).sum(0)
+        count = max(float(sums[2]), 1.0)
+        self._metrics[mode]["loss_mask"].append(float(sums[0]) / count)
+        self._metrics[mode]["loss_ar"].append(float(sums[1]) / count)
         if return_outputs:
             return loss, {"loss": loss}
         return loss
