@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from trl import SFTConfig
 
 from mars.config import ConfigError, TrainSpec, check_spec
 from mars.data import load_records, prompt_messages
+from mars.objective import IGNORE
 from mars.tracking import MLflowLossCallback, config_hash, log_metrics, mlflow_run
 from mars.trainer import ARTrainer, MARSTrainer
 
@@ -65,29 +67,69 @@ def load_init(init: str, spec: TrainSpec, mask_token: str | None = None):
     return model, tokenizer
 
 
+def _chat_ids(tokenizer, messages: list[dict], generation_prompt: bool = False) -> list[int]:
+    return list(
+        tokenizer.apply_chat_template(
+            messages, add_generation_prompt=generation_prompt, tokenize=True, return_dict=True
+        )["input_ids"]
+    )
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def tokenize_conversation(tokenizer, messages: list[dict], every_token: bool = False) -> tuple[list[int], list[int]]:
+    """(input_ids, labels) of one chat-formatted conversation; labels are -100 outside the trained tokens.
+
+    Every assistant turn after the first user-side message is trained (standard multi-turn SFT, as TRL's
+    ``assistant_only_loss``), not only the last one. A turn's tokens are found as TRL finds a completion: they start
+    where the conversation before it, rendered with the generation prompt, stops matching the whole conversation, and
+    end where the conversation through it does (so the end-of-turn token and what the template puts after it are
+    trained, as TRL's prompt-completion path does). This works with any chat template that renders earlier turns the
+    same way whatever follows them (ChatML, Qwen2.5), without ``{% generation %}`` markers. ``every_token``: the
+    plain LM of the tiny base, where every token carries loss.
+    """
+    ids = _chat_ids(tokenizer, messages)
+    if every_token:
+        return ids, list(ids)
+    labels = [IGNORE] * len(ids)
+    for turn in range(1, len(messages)):
+        if messages[turn]["role"] != "assistant":
+            continue
+        start = _common_prefix(_chat_ids(tokenizer, messages[:turn], generation_prompt=True), ids)
+        end = len(ids) if turn == len(messages) - 1 else _common_prefix(_chat_ids(tokenizer, messages[: turn + 1]), ids)
+        labels[start:end] = ids[start:end]
+    return ids, labels
+
+
 def build_dataset(records: list[dict], tokenizer, spec: TrainSpec) -> Dataset:
+    """The tokenized training set (``input_ids``, ``labels``); TRL truncates it to ``max_length`` (keeping the start).
+
+    An example whose first trained token lies at or beyond ``max_length`` (a prompt that leaves no room for a
+    response) is dropped: the number dropped is ``len(records) - len(dataset)``. Only an empty result is an error.
+    """
     if not records:
         raise ConfigError("the training data set is empty")
-    too_long = 0
+    rows = {"input_ids": [], "labels": []}
     for record in records:
-        prompt_ids = tokenizer.apply_chat_template(
-            prompt_messages(record), add_generation_prompt=True, tokenize=True, return_dict=False
-        )
-        if len(prompt_ids) >= spec.max_length:
-            too_long += 1
-    if too_long:
+        messages = prompt_messages(record) + [{"role": "assistant", "content": record["response"]}]
+        ids, labels = tokenize_conversation(tokenizer, messages, every_token=spec.method == "lm")
+        if all(label == IGNORE for label in labels[: spec.max_length]):
+            continue
+        rows["input_ids"].append(ids)
+        rows["labels"].append(labels)
+    if not rows["input_ids"]:
         raise ConfigError(
-            f"{too_long} of {len(records)} prompts are at least max_length={spec.max_length} tokens long: "
+            f"all {len(records)} examples have a prompt of at least max_length={spec.max_length} tokens: "
             "raise max_length or filter the data"
         )
-    if spec.method == "lm":  # plain LM on the chat-formatted corpus: every token carries loss
-        rows = [{"messages": prompt_messages(r) + [{"role": "assistant", "content": r["response"]}]} for r in records]
-    else:
-        rows = [
-            {"prompt": prompt_messages(r), "completion": [{"role": "assistant", "content": r["response"]}]}
-            for r in records
-        ]
-    return Dataset.from_list(rows)
+    return Dataset.from_dict(rows)
 
 
 def sft_config(spec: TrainSpec, work_dir: Path) -> SFTConfig:
@@ -166,6 +208,13 @@ def train(
     model, tokenizer = load_init(init, spec, mask_token)
     records = load_records(data_dir, spec.split)
     dataset = build_dataset(records, tokenizer, spec)
+    dropped = len(records) - len(dataset)
+    if dropped:
+        print(
+            f"mars train: dropped {dropped} of {len(records)} examples whose prompt is at least "
+            f"max_length={spec.max_length} tokens long",
+            file=sys.stderr,
+        )
     if spec.threads:
         torch.set_num_threads(spec.threads)
 
@@ -202,6 +251,7 @@ def train(
             "wall_time_s": time.time() - started,  # this process only; a resumed run's earlier part is not included
             "resumed_from": last,
             "num_examples": len(dataset),
+            "dropped_examples": dropped,
         }
         log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
 
