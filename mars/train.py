@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -227,6 +228,8 @@ class PreemptionCallback(TrainerCallback):
         self._previous = {}
 
     def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread only
+            return
         for signum in self.SIGNALS:
             self._previous[signum] = signal.signal(signum, self._handle)
 
