@@ -191,13 +191,6 @@ def _bench(args) -> None:
         )
 
 
-def _eval_mirror(args) -> None:
-    from mars.eval_tasks.mirror import write_harness_mirror
-
-    written = write_harness_mirror(args.output)
-    print(json.dumps({name: len(files) for name, files in written.items()}))
-
-
 def _log_report(experiment: str, results_dir: str, name: str, paths: list) -> None:
     """Tables and figures are MLflow artifacts of one run per report item, in the config's experiment."""
     from mars.tracking import mlflow_run
@@ -328,13 +321,6 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--dtype", help="auto (bf16 on CUDA, fp32 on CPU) | bfloat16 | float16 | float32")
     bench.add_argument("--results-dir", help="folder of the MLflow store")
     bench.set_defaults(run=_bench)
-
-    mirror = commands.add_parser(
-        "eval-mirror",
-        help="write the offline rehearsal's STAND-IN mirror of the paper tasks' data sets (mars.eval_tasks.mirror)",
-    )
-    mirror.add_argument("output", help="folder (then eval.harness_data / --harness-data)")
-    mirror.set_defaults(run=_eval_mirror)
 
     report = commands.add_parser("report", help="regenerate a table or figure from pipeline outputs")
     report.add_argument("what", choices=["table", "figure"])

@@ -110,7 +110,8 @@ class TrainSpec:
     warmup_ratio: float = _default("warmup_ratio")
     weight_decay: float = _default("weight_decay")
     batch_size: int = _default("batch_size")  # per device
-    grad_accum: int = _default("grad_accum")
+    grad_accum: int | None = _default("grad_accum")  # None: derived from effective_batch (else 1)
+    effective_batch: int | None = _default("effective_batch")  # examples per optimizer step, all processes together
     max_length: int = _default("max_length")
     bf16: bool = _default("bf16")
     activation_checkpointing: bool = _default("activation_checkpointing")
@@ -120,6 +121,9 @@ class TrainSpec:
     save_steps: int = _default("save_steps")
     logging_steps: int = _default("logging_steps")
     threads: int = _default("threads")  # torch intra-op threads; 0 = torch's default
+    accelerate_config: str | None = _default(
+        "accelerate_config"
+    )  # the workflow's multi-GPU launch (configs/accelerate)
 
     @property
     def variant(self) -> str:
@@ -225,3 +229,31 @@ def check_spec(spec: TrainSpec, where: str = "spec") -> None:
         raise ConfigError(f"config key '{where}.w_ar': block diffusion has no AR loss; set it to 0")
     if spec.epochs <= 0 and spec.max_steps <= 0:
         raise ConfigError(f"config key '{where}.epochs': must be > 0")
+    for name in ("grad_accum", "effective_batch"):
+        value = getattr(spec, name)
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ConfigError(f"config key '{where}.{name}': must be an integer >= 1 or null, got {value!r}")
+
+
+def resolve_grad_accum(spec: TrainSpec, processes: int, where: str = "spec") -> int:
+    """Micro-batches per optimizer step such that batch_size x grad_accum x processes == effective_batch.
+
+    ``processes`` is the number of data-parallel copies of the model at run time (:func:`mars.train.processes`).
+    Without ``effective_batch``, ``grad_accum`` (default 1) as given; with it, ``grad_accum`` is derived, or checked
+    where the config gives both.
+    """
+    if spec.effective_batch is None:
+        return spec.grad_accum or 1
+    per_micro_step = spec.batch_size * processes
+    if spec.effective_batch % per_micro_step:
+        raise ConfigError(
+            f"config key '{where}.effective_batch': {spec.effective_batch} is not a multiple of batch_size x "
+            f"processes = {spec.batch_size} x {processes} = {per_micro_step}"
+        )
+    derived = spec.effective_batch // per_micro_step
+    if spec.grad_accum is not None and spec.grad_accum != derived:
+        raise ConfigError(
+            f"config key '{where}.grad_accum': {spec.grad_accum}, but effective_batch {spec.effective_batch} with "
+            f"batch_size {spec.batch_size} on {processes} processes needs {derived}: drop one of the two keys"
+        )
+    return derived

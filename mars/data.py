@@ -2,7 +2,8 @@
 
 A record has ``prompt`` (the user message) and ``response`` (the gold assistant answer), or ``messages`` (the
 conversation before the answer, for multi-turn SFT data) and ``response``; tiny-world records also carry
-``family``, ``id`` and ``target`` (what the scorer needs).
+``family``, ``id`` and ``target`` (what the scorer needs).  Training uses the whole conversation
+(``messages`` + ``response``) and trains every assistant turn in it (``mars.train.tokenize_conversation``).
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ def load_records(data_dir: str | Path, split: str) -> list[dict]:
 
 
 def conversation_record(messages: list[dict]) -> dict | None:
-    """A chat SFT example (list of {role, content}) -> {messages: context, response: last assistant turn}."""
+    """A chat SFT example (list of {role, content}) -> {messages: context, response: last assistant turn}.
+
+    Earlier assistant turns stay in ``messages`` and are trained too; examples too long for the training
+    ``max_length`` are dropped (and counted) by ``mars train``, which knows it, not here."""
     if not messages or messages[-1].get("role") != "assistant":
         return None
     context = [{"role": m["role"], "content": m["content"]} for m in messages[:-1]]

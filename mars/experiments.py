@@ -12,6 +12,7 @@ properties. The report cross-checks each model's properties against its checkpoi
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -323,8 +324,24 @@ def train_job(config: dict, model: str) -> dict:
         "ar": ("block_size", "w_ar", "attention"),
         "block_diffusion": ("attention",),
     }.get(spec["method"], ())
-    spec = {k: v for k, v in spec.items() if k not in unused}
+    # keys added later that are unset stay out too, so that adding them retrains nothing
+    unset = ("grad_accum", "effective_batch", "accelerate_config")
+    spec = {k: v for k, v in spec.items() if k not in unused and not (k in unset and v is None)}
     return {"model": model, "spec": spec, "mask_token": config["world"].get("mask_token"), "experiment": config["name"]}
+
+
+def train_launcher(gpus, accelerate_config: str | None, root: str | Path = ".") -> str:
+    """The command that runs ``mars`` for a train job with ``gpus`` GPUs (the job's resource ``gpu``): plain
+    ``mars`` for 0 or 1, else ``accelerate launch`` with one process per GPU and the entry's accelerate config (a
+    relative path is relative to ``root``, the repository)."""
+    count = int(gpus or 0)
+    if count <= 1:
+        return "mars"
+    if accelerate_config:
+        setup = f"--config_file {shlex.quote(str(Path(root) / accelerate_config))}"
+    else:
+        setup = "--multi_gpu"
+    return f"accelerate launch --num_processes {count} --num_machines 1 {setup} -m mars.cli"
 
 
 def bench_job(config: dict) -> dict:

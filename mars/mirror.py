@@ -3,10 +3,13 @@
     <out>/models/Qwen2.5-0.5B-Instruct/     a small random Qwen2ForCausalLM + a Qwen2.5-shaped tokenizer
     <out>/models/Qwen2.5-7B-Instruct/       the same at another (still small) shape, with untied embeddings
     <out>/datasets/Dolci-Instruct-SFT/      SFT conversations in allenai/Dolci-Instruct-SFT's schema (parquet)
+    <out>/harness/                          the six paper tasks' data sets in their hub schemas and a stand-in
+                                            punkt_tab (mars.eval_tasks.mirror; the overlay's eval.harness_data)
     <out>/paper-<shape>-mirror.yaml         a config overlay: ``--configfile configs/paper-<shape>.yaml <overlay>``
     <out>/mirror.json                       what was written
 
-A user with an offline cluster points ``world.base_model`` and ``world.dataset`` at folders in exactly this way;
+A user with an offline cluster points ``world.base_model``, ``world.dataset`` and ``eval.harness_data`` at folders in
+exactly this way;
 the stand-ins are loaded by the same calls as the hub ids (``AutoModelForCausalLM.from_pretrained(folder)``,
 ``AutoTokenizer.from_pretrained(folder)``, ``datasets.load_dataset(folder, split="train")``), no custom code.
 
@@ -316,12 +319,13 @@ def stand_in_model(tokenizer, shape: Shape, seed: int):
     return model
 
 
-def overlay(shape_key: str, model_dir: Path, dataset_dir: Path) -> dict:
+def overlay(shape_key: str, model_dir: Path, dataset_dir: Path, harness_dir: Path | None = None) -> dict:
     """The config keys that point a paper config at the mirror (its own name, so its results stay apart)."""
     name = f"paper-{shape_key}-mirror"
     return {
         "name": name,
         "world": {"base_model": str(model_dir.resolve()), "dataset": str(dataset_dir.resolve())},
+        **({"eval": {"harness_data": str(harness_dir.resolve())}} if harness_dir else {}),
         "report": {"figures_dir": f"results/{name}/paper_figures", "tables_dir": f"results/{name}/tables"},
     }
 
@@ -329,6 +333,8 @@ def overlay(shape_key: str, model_dir: Path, dataset_dir: Path) -> dict:
 def build_mirror(out: str | Path, shapes: list[str], records: int = 300, seed: int = 0) -> dict:
     """Write the stand-ins under ``out`` (which must not exist; built under ``out.tmp``, then renamed)."""
     import yaml
+
+    from mars.eval_tasks.mirror import write_harness_mirror
 
     unknown = [s for s in shapes if s not in SHAPES]
     if unknown:
@@ -343,6 +349,7 @@ def build_mirror(out: str | Path, shapes: list[str], records: int = 300, seed: i
     conversations = sft_records(records, seed)
     dataset_dir = tmp / "datasets" / DATASET_REPO.split("/")[-1]
     write_dataset(dataset_dir, conversations)
+    write_harness_mirror(tmp / "harness")  # the six paper tasks' data sets (stand-in records, real HumanEval)
     # One tokenizer for both stand-ins, as Qwen2.5's sizes share theirs; trained on the mirror's own text.
     tokenizer = train_qwen_like_tokenizer([m["content"] for r in conversations for m in r["messages"]])
     summary = {"dataset": {"repo_id": DATASET_REPO, "records": len(conversations)}, "models": {}, "overlays": {}}
@@ -358,7 +365,7 @@ def build_mirror(out: str | Path, shapes: list[str], records: int = 300, seed: i
             overlay_path,
             f"# point configs/paper-{key}.yaml at the local stand-ins written by `mars mirror`:\n"
             f"#   snakemake --configfile configs/paper-{key}.yaml {out.resolve() / overlay_path.name}\n"
-            + yaml.safe_dump(overlay(key, final_model, final_dataset), sort_keys=False),
+            + yaml.safe_dump(overlay(key, final_model, final_dataset, out / "harness"), sort_keys=False),
         )
         summary["models"][shape.repo_id] = {
             "folder": str(final_model.resolve()),
@@ -368,6 +375,7 @@ def build_mirror(out: str | Path, shapes: list[str], records: int = 300, seed: i
             "tie_word_embeddings": shape.tie_word_embeddings,
         }
         summary["overlays"][key] = str((out / overlay_path.name).resolve())
+    summary["harness_data"] = str((out / "harness").resolve())
     summary["dataset"]["folder"] = str((out / "datasets" / dataset_dir.name).resolve())
     write_json_atomic(tmp / "mirror.json", summary)
     os.replace(tmp, out)

@@ -6,7 +6,14 @@ response tokens, -100 elsewhere; unshifted).  :func:`build_dual_stream` lays out
 
 Cost: the clean stream never attends to the noisy one and noisy positions before the first block that carries a loss
 are never attended by anything that does, so the noisy stream starts at the first such block of the batch
-(``noisy_start``) and logits are computed only where a target exists.
+(``noisy_start``) and logits are computed only where a target exists (transformers' boolean ``logits_to_keep``).
+
+The forward goes through the model the Trainer hands over, wrapper included (DDP, FSDP, DataParallel), so that
+gradient synchronisation, parameter sharding and accelerate's bf16 autocast all apply (:func:`_forward`).
+
+Several response spans per sequence (every assistant turn of a multi-turn conversation) need nothing special: a
+response token is any token whose label is not -100, all of them are masked in the noisy stream, and blocks are
+counted from position 0 of the whole sequence (docs/method.md section 1).
 """
 
 from __future__ import annotations
@@ -102,55 +109,62 @@ def build_dual_stream(
     )
 
 
-def dual_stream_hidden(model, batch: DualStreamBatch) -> torch.Tensor:
-    """Last hidden states [b, L + Ln, d] of one forward over the dual-stream input."""
-    decoder = model.get_decoder()
+def _forward(model, batch: DualStreamBatch, logits_to_keep: int | torch.Tensor = 0) -> torch.Tensor:
+    """Logits of one forward over the dual-stream input, through ``model``'s own ``forward``.
+
+    ``model`` may be the Trainer's wrapper (DataParallel, DDP, FSDP) around the causal LM: calling it, not its
+    submodules, is what runs DDP's gradient hooks, FSDP's parameter gathering and accelerate's mixed-precision autocast
+    (which wraps ``forward`` only). ``logits_to_keep`` is transformers' own selector: a boolean [b, L + Ln] tensor
+    projects only those positions onto the vocabulary and returns them flattened ([n, vocab], row-major).
+    """
     dtype = next(model.parameters()).dtype
-    out = decoder(
+    out = model(
         input_ids=batch.input_ids,
         attention_mask=additive(batch.allowed, dtype),
         position_ids=batch.position_ids,
         use_cache=False,
+        logits_to_keep=logits_to_keep,
     )
-    return out.last_hidden_state
+    return out.logits
 
 
 def dual_stream_logits(model, batch: DualStreamBatch) -> tuple[torch.Tensor, torch.Tensor]:
     """Full (clean, noisy) logits of the dual-stream forward; for tests and analysis (training uses the loss)."""
-    hidden = dual_stream_hidden(model, batch)
-    logits = model.get_output_embeddings()(hidden)
+    logits = _forward(model, batch)
     return logits[:, : batch.length], logits[:, batch.length :]
 
 
-def _summed_ce(model, hidden: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+def dual_stream_sums(model, batch: DualStreamBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """(summed weighted noisy CE, summed clean CE) of one forward; logits only where a target exists."""
+    targets = torch.cat([batch.clean_targets, batch.noisy_targets], dim=1)
+    weights = torch.cat([torch.ones_like(batch.clean_targets, dtype=batch.noisy_weights.dtype), batch.noisy_weights], 1)
+    is_noisy = torch.zeros_like(targets, dtype=torch.bool)
+    is_noisy[:, batch.length :] = True
     select = targets != IGNORE
-    logits = model.get_output_embeddings()(hidden[select]).float()
+    logits = _forward(model, batch, logits_to_keep=select).float()  # [n, vocab], row-major like targets[select]
     ce = F.cross_entropy(logits, targets[select], reduction="none")
-    if weights is not None:
-        ce = ce * weights[select]
-    return ce.sum()
+    noisy = is_noisy[select]
+    sum_mask = (ce * weights[select])[noisy].sum()
+    sum_ar = ce[~noisy].sum()
+    return sum_mask, sum_ar
 
 
 def dual_stream_loss(
     model, batch: DualStreamBatch, w_ar: float, num_items: int | torch.Tensor | None = None
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Returns (L_mask + w_ar * L_AR, {"loss_mask", "loss_ar"}).
+    """Returns (L_mask + w_ar * L_AR, {"loss_mask", "loss_ar", "sum_mask", "sum_ar"}).
 
     Both sums are divided by ``num_items`` (the number of response targets of the whole gradient-accumulation
     batch, as the Trainer counts it) so that accumulation gives the same update as one big batch; without it, by the
-    number of targets of this batch.
+    number of targets of this batch.  With ``w_ar = 0`` the clean logits are still computed (L_AR is logged for
+    comparison) but carry no gradient.
     """
-    hidden = dual_stream_hidden(model, batch)
-    clean_h, noisy_h = hidden[:, : batch.length], hidden[:, batch.length :]
+    sum_mask, sum_ar = dual_stream_sums(model, batch)
     if num_items is None:
         num_items = batch.num_response
-    denom = torch.as_tensor(num_items, device=hidden.device).clamp(min=1)
-    loss_mask = _summed_ce(model, noisy_h, batch.noisy_targets, batch.noisy_weights) / denom
-    if w_ar:
-        loss_ar = _summed_ce(model, clean_h, batch.clean_targets, None) / denom
-        loss = loss_mask + w_ar * loss_ar
-    else:
-        with torch.no_grad():  # logged for comparison, carries no gradient
-            loss_ar = _summed_ce(model, clean_h, batch.clean_targets, None) / denom
-        loss = loss_mask
-    return loss, {"loss_mask": loss_mask.detach(), "loss_ar": loss_ar.detach()}
+    denom = torch.as_tensor(num_items, device=sum_mask.device).clamp(min=1)
+    loss_mask = sum_mask / denom
+    loss_ar = sum_ar / denom
+    loss = loss_mask + w_ar * loss_ar if w_ar else loss_mask
+    parts = {"loss_mask": loss_mask.detach(), "loss_ar": loss_ar.detach()}
+    return loss, {**parts, "sum_mask": sum_mask.detach(), "sum_ar": sum_ar.detach()}

@@ -8,9 +8,13 @@ folder is renamed into place.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,8 +24,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig
 
-from mars.config import ConfigError, TrainSpec, check_spec
+from mars.config import ConfigError, TrainSpec, check_spec, resolve_grad_accum
 from mars.data import load_records, prompt_messages
+from mars.objective import IGNORE
 from mars.tracking import MLflowLossCallback, config_hash, log_metrics, mlflow_run
 from mars.trainer import ARTrainer, MARSTrainer
 
@@ -65,38 +70,78 @@ def load_init(init: str, spec: TrainSpec, mask_token: str | None = None):
     return model, tokenizer
 
 
+def _chat_ids(tokenizer, messages: list[dict], generation_prompt: bool = False) -> list[int]:
+    return list(
+        tokenizer.apply_chat_template(
+            messages, add_generation_prompt=generation_prompt, tokenize=True, return_dict=True
+        )["input_ids"]
+    )
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def tokenize_conversation(tokenizer, messages: list[dict], every_token: bool = False) -> tuple[list[int], list[int]]:
+    """(input_ids, labels) of one chat-formatted conversation; labels are -100 outside the trained tokens.
+
+    Every assistant turn after the first user-side message is trained (standard multi-turn SFT, as TRL's
+    ``assistant_only_loss``), not only the last one. A turn's tokens are found as TRL finds a completion: they start
+    where the conversation before it, rendered with the generation prompt, stops matching the whole conversation, and
+    end where the conversation through it does (so the end-of-turn token and what the template puts after it are
+    trained, as TRL's prompt-completion path does). This works with any chat template that renders earlier turns the
+    same way whatever follows them (ChatML, Qwen2.5), without ``{% generation %}`` markers. ``every_token``: the
+    plain LM of the tiny base, where every token carries loss.
+    """
+    ids = _chat_ids(tokenizer, messages)
+    if every_token:
+        return ids, list(ids)
+    labels = [IGNORE] * len(ids)
+    for turn in range(1, len(messages)):
+        if messages[turn]["role"] != "assistant":
+            continue
+        start = _common_prefix(_chat_ids(tokenizer, messages[:turn], generation_prompt=True), ids)
+        end = len(ids) if turn == len(messages) - 1 else _common_prefix(_chat_ids(tokenizer, messages[: turn + 1]), ids)
+        labels[start:end] = ids[start:end]
+    return ids, labels
+
+
 def build_dataset(records: list[dict], tokenizer, spec: TrainSpec) -> Dataset:
+    """The tokenized training set (``input_ids``, ``labels``); TRL truncates it to ``max_length`` (keeping the start).
+
+    An example whose first trained token lies at or beyond ``max_length`` (a prompt that leaves no room for a
+    response) is dropped: the number dropped is ``len(records) - len(dataset)``. Only an empty result is an error.
+    """
     if not records:
         raise ConfigError("the training data set is empty")
-    too_long = 0
+    rows = {"input_ids": [], "labels": []}
     for record in records:
-        prompt_ids = tokenizer.apply_chat_template(
-            prompt_messages(record), add_generation_prompt=True, tokenize=True, return_dict=False
-        )
-        if len(prompt_ids) >= spec.max_length:
-            too_long += 1
-    if too_long:
+        messages = prompt_messages(record) + [{"role": "assistant", "content": record["response"]}]
+        ids, labels = tokenize_conversation(tokenizer, messages, every_token=spec.method == "lm")
+        if all(label == IGNORE for label in labels[: spec.max_length]):
+            continue
+        rows["input_ids"].append(ids)
+        rows["labels"].append(labels)
+    if not rows["input_ids"]:
         raise ConfigError(
-            f"{too_long} of {len(records)} prompts are at least max_length={spec.max_length} tokens long: "
+            f"all {len(records)} examples have a prompt of at least max_length={spec.max_length} tokens: "
             "raise max_length or filter the data"
         )
-    if spec.method == "lm":  # plain LM on the chat-formatted corpus: every token carries loss
-        rows = [{"messages": prompt_messages(r) + [{"role": "assistant", "content": r["response"]}]} for r in records]
-    else:
-        rows = [
-            {"prompt": prompt_messages(r), "completion": [{"role": "assistant", "content": r["response"]}]}
-            for r in records
-        ]
-    return Dataset.from_list(rows)
+    return Dataset.from_dict(rows)
 
 
-def sft_config(spec: TrainSpec, work_dir: Path) -> SFTConfig:
+def sft_config(spec: TrainSpec, work_dir: Path, grad_accum: int) -> SFTConfig:
     return SFTConfig(
         output_dir=str(work_dir),
         num_train_epochs=spec.epochs,
         max_steps=spec.max_steps,
         per_device_train_batch_size=spec.batch_size,
-        gradient_accumulation_steps=spec.grad_accum,
+        gradient_accumulation_steps=grad_accum,
         learning_rate=spec.learning_rate,
         lr_scheduler_type=spec.lr_scheduler,
         warmup_steps=spec.warmup_ratio,  # a float < 1 is a ratio of the total steps
@@ -121,8 +166,24 @@ def sft_config(spec: TrainSpec, work_dir: Path) -> SFTConfig:
     )
 
 
+def processes() -> int:
+    """Data-parallel copies of the model in this run, each taking ``batch_size`` examples per micro-batch: the
+    processes of a distributed launch (WORLD_SIZE, set by ``accelerate launch`` and torchrun), else the GPUs over which
+    the Trainer's DataParallel splits one process's batch (one on CPU or a single GPU)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:
+        return world
+    return max(torch.cuda.device_count(), 1) if torch.cuda.is_available() else 1
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def make_trainer(spec: TrainSpec, model, tokenizer, dataset: Dataset, work_dir: Path, callbacks=()):
-    args = sft_config(spec, work_dir)
+    count = processes()
+    grad_accum = resolve_grad_accum(spec, count)
+    args = sft_config(spec, work_dir, grad_accum)
     common = dict(
         model=model,
         args=args,
@@ -132,15 +193,76 @@ def make_trainer(spec: TrainSpec, model, tokenizer, dataset: Dataset, work_dir: 
         sort_micro_batches=spec.sort_micro_batches,
     )
     if spec.method in ("lm", "ar"):
-        return ARTrainer(**common)
-    return MARSTrainer(
-        **common,
-        mask_token_id=tokenizer.mask_token_id,
-        block_size=spec.block_size,
-        variant=spec.variant,
-        w_ar=spec.w_ar,
-        masking_seed=spec.seed,
-    )
+        trainer = ARTrainer(**common)
+    else:
+        trainer = MARSTrainer(
+            **common,
+            mask_token_id=tokenizer.mask_token_id,
+            block_size=spec.block_size,
+            variant=spec.variant,
+            w_ar=spec.w_ar,
+            masking_seed=spec.seed,
+        )
+    per_step = trainer.args.train_batch_size * trainer.args.gradient_accumulation_steps * trainer.args.world_size
+    if per_step != spec.batch_size * grad_accum * count:  # the Trainer saw another number of processes than we did
+        raise RuntimeError(
+            f"the Trainer's batch per optimizer step is {per_step}, expected {spec.batch_size * grad_accum * count}"
+        )
+    return trainer
+
+
+class Preempted(SystemExit):
+    """The run was told to stop (SIGTERM, SIGUSR1) and saved a Trainer checkpoint: exit status 128 + the signal, so
+    that the job fails and a resubmitted one resumes from the checkpoint."""
+
+
+class PreemptionCallback(TrainerCallback):
+    """On SIGTERM or SIGUSR1 (SLURM sends one before the time limit with ``sbatch --signal``), save a checkpoint
+    at the end of the current optimizer step and stop. With several processes the flag is agreed on by all of them
+    at every step (a signal reaches them at slightly different times), so they save and stop together."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+    def __init__(self):
+        self.signum = 0
+        self._previous = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread only
+            return
+        for signum in self.SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._handle)
+
+    def uninstall(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    def _handle(self, signum, frame) -> None:
+        self.signum = signum
+
+    def on_step_end(self, args, state, control, **kwargs):
+        signum = self.signum
+        if args.world_size > 1:
+            flag = torch.tensor([signum], device=args.device)
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+            signum = int(flag)
+        if signum:
+            self.signum = signum
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+
+def _final_state_dict(trainer, bf16: bool) -> dict | None:
+    """The full weights on the main process (None elsewhere); every process must call this (FSDP gathers shards).
+    bf16 runs are saved in bf16, the precision they were trained and are evaluated in, like the Base checkpoint."""
+    state_dict = trainer.accelerator.get_state_dict(trainer.model_wrapped)
+    if state_dict is None or not trainer.accelerator.is_main_process:
+        return None
+    if bf16:
+        state_dict = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state_dict.items()}
+    return state_dict
 
 
 def train(
@@ -156,16 +278,37 @@ def train(
     mask_token: str | None = None,
     abort_after_step: int | None = None,
 ) -> dict:
-    """Train one model; returns the final metrics. Raises ConfigError on bad input before writing anything."""
+    """Train one model; returns the final metrics. Raises ConfigError on bad input before writing anything.
+
+    Under a distributed launch (``accelerate launch``) every process runs this; only the main one logs to MLflow and
+    writes the output folder.
+    """
     check_spec(spec)
     output_path = Path(output)
     if (output_path / "metrics.json").is_file():
         raise ConfigError(f"output folder already holds a finished model: {output}")
     if output_path.exists():
         raise ConfigError(f"output path exists and is not a finished model (remove it first): {output}")
+    launched = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")  # set by `accelerate launch` from its config
+    if launched not in ("no", "bf16" if spec.bf16 else "no"):
+        raise ConfigError(
+            f"config key 'training.bf16': {spec.bf16}, but the accelerate config launched this run with "
+            f"mixed_precision {launched!r}: make them agree"
+        )
+    count = processes()
+    grad_accum = resolve_grad_accum(spec, count)
+    effective_batch = spec.batch_size * grad_accum * count
+    main = is_main_process()
     model, tokenizer = load_init(init, spec, mask_token)
     records = load_records(data_dir, spec.split)
     dataset = build_dataset(records, tokenizer, spec)
+    dropped = len(records) - len(dataset)
+    if dropped and main:
+        print(
+            f"mars train: dropped {dropped} of {len(records)} examples whose prompt is at least "
+            f"max_length={spec.max_length} tokens long",
+            file=sys.stderr,
+        )
     if spec.threads:
         torch.set_num_threads(spec.threads)
 
@@ -174,21 +317,41 @@ def train(
     last = get_last_checkpoint(str(work_dir)) if work_dir.exists() else None
     run_file = work_dir / "mlflow_run_id"
     run_id = run_file.read_text().strip() if last and run_file.is_file() else None
-    callbacks = [MLflowLossCallback()]
+    preemption = PreemptionCallback()
+    callbacks = [MLflowLossCallback(), preemption]
     if abort_after_step is not None:
         callbacks.append(AbortAfterStep(abort_after_step))
     started = time.time()
-    with mlflow_run(
-        experiment,
-        run_name or output_path.name,
-        results_dir=results_dir,
-        run_id=run_id,
-        tags={"kind": "train", "method": spec.method, **(tags or {})},
-        params={**spec.to_dict(), "init": init},
-    ) as mlflow:
-        run_file.write_text(mlflow.active_run().info.run_id)
+    tracking = (
+        mlflow_run(
+            experiment,
+            run_name or output_path.name,
+            results_dir=results_dir,
+            run_id=run_id,
+            tags={"kind": "train", "method": spec.method, **(tags or {})},
+            params={**spec.to_dict(), "init": init, "processes": count, "grad_accum_used": grad_accum},
+        )
+        if main
+        else contextlib.nullcontext()
+    )
+    with tracking as mlflow:
+        if main:
+            run_file.write_text(mlflow.active_run().info.run_id)
         trainer = make_trainer(spec, model, tokenizer, dataset, work_dir, callbacks)
-        result = trainer.train(resume_from_checkpoint=last)
+        preemption.install()
+        try:
+            result = trainer.train(resume_from_checkpoint=last)
+        finally:
+            preemption.uninstall()
+        if preemption.signum:
+            name = signal.Signals(preemption.signum).name
+            if main:
+                print(
+                    f"mars train: {name} received; saved checkpoint-{trainer.state.global_step} in {work_dir}, "
+                    "rerun the same command to resume",
+                    file=sys.stderr,
+                )
+            raise Preempted(128 + preemption.signum)
         history = [h for h in trainer.state.log_history if "loss" in h]
         metrics = {
             "train_loss": result.training_loss,
@@ -202,25 +365,41 @@ def train(
             "wall_time_s": time.time() - started,  # this process only; a resumed run's earlier part is not included
             "resumed_from": last,
             "num_examples": len(dataset),
+            "dropped_examples": dropped,
+            "processes": count,
+            "grad_accum": grad_accum,
+            "effective_batch": effective_batch,
         }
-        log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
-
-        tmp = output_path.with_name(output_path.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        trainer.model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        run_config = {
-            "spec": spec.to_dict(),
-            "init": init,
-            "data_dir": str(data_dir),
-            "experiment": experiment,
-            "spec_hash": config_hash(spec.to_dict()),
-            "mlflow_run_id": mlflow.active_run().info.run_id,
-            "log_history": trainer.state.log_history,
-        }
-        (tmp / "run_config.json").write_text(json.dumps(run_config, indent=2, default=str))
-        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
-        mlflow.log_artifact(str(tmp / "run_config.json"))
-        os.replace(tmp, output_path)
-    shutil.rmtree(work_dir, ignore_errors=True)
+        state_dict = _final_state_dict(trainer, spec.bf16)
+        if main:
+            log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
+            tmp = output_path.with_name(output_path.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            unwrapped = trainer.accelerator.unwrap_model(trainer.model_wrapped)
+            unwrapped.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
+            if spec.bf16:  # save_pretrained records the dtype of the (fp32 master) parameters, not of the state dict
+                config_file = tmp / "config.json"
+                config = json.loads(config_file.read_text())
+                config["dtype"] = "bfloat16"
+                config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+            tokenizer.save_pretrained(tmp)
+            run_config = {
+                "spec": spec.to_dict(),
+                "init": init,
+                "data_dir": str(data_dir),
+                "experiment": experiment,
+                "spec_hash": config_hash(spec.to_dict()),
+                "mlflow_run_id": mlflow.active_run().info.run_id,
+                "processes": count,
+                "grad_accum": grad_accum,
+                "effective_batch": effective_batch,
+                "log_history": trainer.state.log_history,
+            }
+            (tmp / "run_config.json").write_text(json.dumps(run_config, indent=2, default=str))
+            (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
+            mlflow.log_artifact(str(tmp / "run_config.json"))
+            os.replace(tmp, output_path)
+        trainer.accelerator.wait_for_everyone()
+    if main:
+        shutil.rmtree(work_dir, ignore_errors=True)
     return metrics

@@ -87,6 +87,7 @@ class MARSTrainer(ARTrainer):
         self.masking_seed = masking_seed
         self.trim_noisy_prefix = trim_noisy_prefix  # False: the dense 2L x 2L layout (benchmark reference)
         self._micro_step = (-1, 0)  # (global step, micro-batch index): seeds block-diffusion masking reproducibly
+        self._part_sums = {}  # mode -> (sum of noisy CE, sum of clean CE, targets) since the last log
         super().__init__(*args, **kwargs)
 
     def _masking_generator(self, device) -> torch.Generator | None:
@@ -100,6 +101,15 @@ class MARSTrainer(ARTrainer):
         generator.manual_seed(self.masking_seed * 1_000_003 + self.state.global_step * 1009 + index)
         return generator
 
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        mode = "train" if self.model.training else "eval"
+        sums = self._part_sums.pop(mode, None)
+        if sums is not None:  # TRL's log averages each list of self._metrics: one value each
+            count = max(float(sums[2]), 1.0)
+            self._metrics[mode]["loss_mask"] = [float(sums[0]) / count]
+            self._metrics[mode]["loss_ar"] = [float(sums[1]) / count]
+        super().log(logs, start_time)
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         mode = "train" if model.training else "eval"
         batch = build_dual_stream(
@@ -112,15 +122,23 @@ class MARSTrainer(ARTrainer):
             trim=self.trim_noisy_prefix,
             generator=self._masking_generator(inputs["input_ids"].device),
         )
-        if num_items_in_batch is None:
+        counted = num_items_in_batch is not None
+        if not counted:
             # No count of the accumulated batch: normalise per micro-batch and average over accumulation steps.
             steps = self.current_gradient_accumulation_steps if model.training else 1
             num_items_in_batch = batch.num_response * steps
         loss, parts = dual_stream_loss(model, batch, self.w_ar, num_items_in_batch)
-        # Logged per micro-batch as the mean over its own targets, comparable across accumulation settings.
-        scale = float(num_items_in_batch) / max(batch.num_response, 1)
-        for name, value in parts.items():
-            self._metrics[mode][name].append(float(value) * scale)
+        if counted and self.args.average_tokens_across_devices and self.accelerator.num_processes > 1:
+            # The Trainer's count spans every process and DDP/FSDP average the gradients over processes: undo that
+            # average, so that N processes give the update of one process on the same global batch.
+            loss = loss * self.accelerator.num_processes
+        # Logged as the mean over every target of the logged steps, all processes together (token-weighted, so
+        # that neither the split into micro-batches nor the number of processes changes the logged value).
+        count = torch.tensor(float(batch.num_response), device=parts["sum_mask"].device)
+        sums = torch.stack([parts["sum_mask"], parts["sum_ar"], count])
+        if self.accelerator.num_processes > 1:
+            sums = self.accelerator.gather(sums.to(self.accelerator.device)).view(-1, 3).sum(0)
+        self._part_sums[mode] = self._part_sums.get(mode, 0.0) + sums.double().cpu()
         if return_outputs:
             return loss, {"loss": loss}
         return loss

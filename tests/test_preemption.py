@@ -1,0 +1,99 @@
+"""The end of a SLURM time limit: SIGTERM (or SIGUSR1) saves a checkpoint and exits non-zero, the rerun resumes to
+the weights of an uninterrupted run; bf16 runs save a bf16 checkpoint."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+ROOT = Path(__file__).resolve().parents[1]
+STEPS = 40
+
+
+def _config(tmp_path, **training):
+    path = tmp_path / "config.yaml"
+    base = dict(learning_rate=2e-3, batch_size=8, max_length=64, max_steps=STEPS, logging_steps=1, save_steps=1000)
+    body = {"name": "pre", "world": {"kind": "tiny"}, "training": {**base, "warmup_ratio": 0.0, **training}}
+    body["models"] = {"m": {"method": "mars", "init": "world", "block_size": 4}}
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def _command(small_init, tmp_path, config, out):
+    return [sys.executable, "-m", "mars.cli", "train", "--config", str(config), "--model", "m"] + [
+        "--init",
+        str(small_init / "init"),
+        "--data",
+        str(small_init / "data"),
+        "--output",
+        str(out),
+        "--results-dir",
+        str(tmp_path / "results"),
+    ]
+
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture(scope="module")
+def straight(small_init, tmp_path_factory):
+    """The weights of an uninterrupted run."""
+    tmp_path = tmp_path_factory.mktemp("straight")
+    out = tmp_path / "straight"
+    proc = subprocess.run(
+        _command(small_init, tmp_path, _config(tmp_path), out), env=ENV, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return load_file(str(out / "model.safetensors"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1])
+def test_a_signal_saves_a_checkpoint_and_the_rerun_resumes_to_the_same_weights(small_init, tmp_path, straight, signum):
+    config = _config(tmp_path)
+
+    out = tmp_path / "preempted"
+    command = _command(small_init, tmp_path, config, out)
+    child = subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    for line in child.stdout:  # the Trainer prints one {'loss': ...} line per optimizer step
+        if "'loss'" in line:
+            child.send_signal(signum)  # mid-training: the first step just logged
+            break
+    _, err = child.communicate(timeout=600)
+    assert child.returncode == 128 + signum, err[-2000:]
+    assert f"{signal.Signals(signum).name} received; saved checkpoint-" in err
+    assert not out.exists()  # no finished model yet
+    checkpoints = sorted((tmp_path / "preempted.work").glob("checkpoint-*"))
+    assert len(checkpoints) == 1
+    step = int(checkpoints[0].name.split("-")[1])
+    assert 1 <= step < STEPS
+
+    proc = subprocess.run(command, env=ENV, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["resumed_from"].endswith(f"checkpoint-{step}") and metrics["optimizer_steps"] == STEPS
+    a, b = straight, load_file(str(out / "model.safetensors"))
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+def test_a_bf16_run_saves_a_bf16_checkpoint(small_init, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from mars.config import load_config, train_spec
+    from mars.train import train
+
+    spec = train_spec(load_config(_config(tmp_path, bf16=True, max_steps=2)), "m")
+    out = tmp_path / "bf16"
+    train(spec, init=str(small_init / "init"), data_dir=str(small_init / "data"), output=str(out), experiment="t")
+    assert json.loads((out / "config.json").read_text())["dtype"] == "bfloat16"
+    assert {t.dtype for t in load_file(str(out / "model.safetensors")).values()} == {torch.bfloat16}
+    assert AutoModelForCausalLM.from_pretrained(out, dtype="auto").dtype == torch.bfloat16
