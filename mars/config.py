@@ -124,6 +124,7 @@ class TrainSpec:
     accelerate_config: str | None = _default(
         "accelerate_config"
     )  # the workflow's multi-GPU launch (configs/accelerate)
+    processes: int | None = _default("processes")  # None: one per GPU of the job (the workflow's launch)
 
     @property
     def variant(self) -> str:

@@ -325,16 +325,18 @@ def train_job(config: dict, model: str) -> dict:
         "block_diffusion": ("attention",),
     }.get(spec["method"], ())
     # keys added later that are unset stay out too, so that adding them retrains nothing
-    unset = ("grad_accum", "effective_batch", "accelerate_config")
+    unset = ("grad_accum", "effective_batch", "accelerate_config", "processes")
     spec = {k: v for k, v in spec.items() if k not in unused and not (k in unset and v is None)}
     return {"model": model, "spec": spec, "mask_token": config["world"].get("mask_token"), "experiment": config["name"]}
 
 
-def train_launcher(gpus, accelerate_config: str | None, root: str | Path = ".") -> str:
+def train_launcher(gpus, accelerate_config: str | None, root: str | Path = ".", processes: int | None = None) -> str:
     """The command that runs ``mars`` for a train job with ``gpus`` GPUs (the job's resource ``gpu``): plain
-    ``mars`` for 0 or 1, else ``accelerate launch`` with one process per GPU and the entry's accelerate config (a
-    relative path is relative to ``root``, the repository)."""
-    count = int(gpus or 0)
+    ``mars`` for one process, else ``accelerate launch`` with ``processes`` processes (default: one per GPU) and the
+    entry's accelerate config (a relative path is relative to ``root``, the repository). Without GPUs the processes
+    are CPU processes over gloo (accelerate's multi-GPU launcher is torchrun, which runs them as well; its ``--cpu``
+    flag would start one)."""
+    count = int(processes or gpus or 0)
     if count <= 1:
         return "mars"
     if accelerate_config:

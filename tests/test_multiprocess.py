@@ -1,9 +1,9 @@
-"""Data-parallel training: 2 processes (torchrun, gloo on CPU) give the per-step losses of 1 process on the same
-global batch; effective_batch fixes the batch per optimizer step whatever the number of processes."""
+"""Data-parallel training: 2 processes (the train rule's `accelerate launch`, gloo on CPU) give the per-step losses
+of 1 process on the same global batch; effective_batch fixes the batch per optimizer step whatever the number of processes."""
 
 import json
 import os
-import shutil
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +14,7 @@ import yaml
 from safetensors.torch import load_file
 
 from mars.config import ConfigError, TrainSpec, resolve_grad_accum
+from mars.experiments import train_launcher
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,12 +68,11 @@ def _run(small_init, tmp_path, name, method, processes):
     out = tmp_path / name
     command = ["train", "--config", str(config), "--model", "m", "--init", str(small_init / "init")]
     command += ["--data", str(small_init / "data"), "--output", str(out), "--results-dir", str(tmp_path / "results")]
-    if processes == 1:
-        launcher = [sys.executable, "-m", "mars.cli"]
-    else:  # accelerate launch --cpu runs one process; torchrun is what its multi-GPU launcher runs
-        torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
-        launcher = [torchrun, "--standalone", f"--nproc_per_node={processes}", "-m", "mars.cli"]
+    # the launch command of the workflow's train rule for a job of `processes` CPU processes (training.processes)
+    launcher = shlex.split(train_launcher(0, None, ROOT, processes))
+    assert launcher[:2] == (["accelerate", "launch"] if processes > 1 else ["mars"])
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     proc = subprocess.run([*launcher, *command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_config = json.loads((out / "run_config.json").read_text())

@@ -10,9 +10,13 @@ rule train:
         job=lambda wildcards: X.as_param(X.train_job(config, wildcards.model)),
         init=lambda wildcards: init_path(wildcards.model),
         data=str(WORLD / "data"),
-        # one process per GPU of the job (its resource `gpu`, e.g. slurm/config.yaml's MARS_SLURM_TRAIN_GPUS)
+        # training.processes, else one process per GPU of the job (its resource `gpu`, e.g. slurm/config.yaml's
+        # MARS_SLURM_TRAIN_GPUS)
         mars=lambda wildcards, resources: X.train_launcher(
-            resources.get("gpu", 0), train_spec(config, wildcards.model).accelerate_config, workflow.basedir
+            resources.get("gpu", 0),
+            train_spec(config, wildcards.model).accelerate_config,
+            workflow.basedir,
+            train_spec(config, wildcards.model).processes,
         ),
     wildcard_constraints:
         model="|".join(config["models"]),
