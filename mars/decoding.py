@@ -66,7 +66,8 @@ import torch
 
 from mars.masks import additive
 
-METHODS = ("ar", "mars", "jacobi", "block_diffusion")
+METHODS = ("ar", "mars", "mars_lossless", "jacobi", "block_diffusion")
+NEEDS_MASK = ("mars", "mars_lossless", "block_diffusion")
 CACHES = ("none", "cursor", "block")
 METRICS = ("probability", "entropy", "margin")
 
@@ -137,6 +138,8 @@ class _Row:
     budget: int  # max_new_tokens
     uncached: list[int]  # real tokens whose keys/values are not in the cache (fed at the start of the next window)
     guesses: list[int] = field(default_factory=list)  # Jacobi guesses for positions n, n+1, ...
+    tau: float = 1.0  # this row's acceptance threshold (tau is per request)
+    drafts: list[int] = field(default_factory=list)  # mars_lossless: unverified tokens for positions n, n+1, ...
     forwards: int = 0
     chunks: list[int] = field(default_factory=list)
     done: bool = False
@@ -210,37 +213,45 @@ class KVCache:
 def window_forward(
     model, kv: KVCache | None, rows: list[_Row], tail: torch.Tensor, pad_id: int, keep_logits: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One batched forward of [r_i | pad | tail_i] for every row against the cached prefix.
+    """One batched forward of [r_i + d_i | pad | tail_i] for every row against the cached prefix.
 
-    ``tail`` [b, M] holds the M window tokens after the real ones (masks, or Jacobi guesses). Returns
-    (logits [b, 1 + M, V] for predictions of positions n_i .. n_i + M, window_valid [b, W] real-token slots).
-    With ``kv`` None nothing is cached (the rows' ``uncached`` must then hold their whole sequence)."""
+    The real part of row i is its uncached tokens r_i followed by its drafts d_i (``mars_lossless``; empty
+    otherwise), at positions ending at n_i - 1 with n_i = len(tokens) + |d_i|. ``tail`` [b, M] holds the M window
+    tokens after the real ones (masks, or Jacobi guesses), at positions n_i, n_i + 1, ...
+
+    Returns (logits [b, D + 1 + M, V], window_valid [b, W] real-token slots), D = max_i |d_i|: column D - t is the
+    prediction made by the row's t-th-last real token (t = 0..|d_i| are the AR predictions of the positions of its
+    drafts and of the position after them; with no drafts anywhere that is one column, the prediction of n_i), then
+    the M tail predictions. With ``kv`` None nothing is cached (the rows' ``uncached`` must then hold their whole
+    sequence)."""
     device = tail.device
     b, m = tail.shape
-    n_real = [len(r.uncached) for r in rows]
+    feeds = [r.uncached + r.drafts if r.drafts else r.uncached for r in rows]
+    n_real = [len(f) for f in feeds]
+    D = max(len(r.drafts) for r in rows)
     R = max(n_real)
     W = R + m
     if min(n_real) == R and (kv is None or kv.all_valid):
         # Dense window: no padding anywhere, so the attention is plain causal over [cache | window] and every row's
         # positions continue at the cache length. transformers then builds its own (cheapest) causal mask, exactly
-        # as in its own greedy decoding, and only the last 1 + M logits are computed.
-        ids = torch.tensor([r.uncached for r in rows], dtype=torch.long, device=device)
+        # as in its own greedy decoding, and only the last D + 1 + M logits are computed.
+        ids = torch.tensor(feeds, dtype=torch.long, device=device)
         if m:
             ids = torch.cat([ids, tail], dim=1)
         out = model(
             input_ids=ids,
             past_key_values=kv.cache if kv is not None else None,
             use_cache=kv is not None,
-            **({"logits_to_keep": m + 1} if keep_logits else {}),
+            **({"logits_to_keep": D + m + 1} if keep_logits else {}),
         )
-        return out.logits[:, -(m + 1) :], torch.ones((b, W), dtype=torch.bool, device=device)
+        return out.logits[:, -(D + m + 1) :], torch.ones((b, W), dtype=torch.bool, device=device)
 
     lens = torch.tensor(n_real, device=device)
     col = torch.arange(W, device=device)
     # right-pad each row's real tokens to R; pad slots keep position 0 and are masked out both ways
-    ids = torch.tensor([r.uncached + [pad_id] * (R - len(r.uncached)) for r in rows], dtype=torch.long, device=device)
+    ids = torch.tensor([f + [pad_id] * (R - len(f)) for f in feeds], dtype=torch.long, device=device)
     ids = torch.cat([ids, tail], dim=1)
-    n = torch.tensor([len(r.tokens) for r in rows], device=device)
+    n = torch.tensor([len(r.tokens) + len(r.drafts) for r in rows], device=device)
     is_real = col[None, :] < lens[:, None]  # [b, W]
     pos = torch.where(is_real, (n - lens)[:, None] + col[None, :], 0)
     pos[:, R:] = n[:, None] + col[None, :m]
@@ -255,9 +266,9 @@ def window_forward(
         allowed = win
     mask = additive(allowed, _model_dtype(model))
 
-    # logits only where they are needed: the last real token of each row and the tail columns
-    first = lens - 1
-    keep = torch.unique(torch.cat([first, torch.arange(R, W, device=device)]))
+    # logits only where they are needed: the last D + 1 real tokens of each row and the tail columns
+    last = (lens[:, None] - (D + 1) + torch.arange(D + 1, device=device)[None, :]).clamp_min(0)  # [b, D + 1]
+    keep = torch.unique(torch.cat([last.flatten(), torch.arange(R, W, device=device)]))
     kwargs = {}
     if keep_logits:
         kwargs["logits_to_keep"] = keep
@@ -274,7 +285,7 @@ def window_forward(
         logits = logits[:, keep]
     where = torch.full((W,), -1, dtype=torch.long, device=device)
     where[keep] = torch.arange(len(keep), device=device)
-    cols = torch.cat([where[first][:, None], where[R:W][None, :].expand(b, -1)], dim=1)  # [b, 1 + M]
+    cols = torch.cat([where[last], where[R:W][None, :].expand(b, -1)], dim=1)  # [b, D + 1 + M]
     logits = torch.gather(logits, 1, cols[:, :, None].expand(-1, -1, logits.shape[-1]))
     return logits, is_real
 
@@ -306,13 +317,41 @@ def _append(row: _Row, proposed: list[int], eos: set[int], stops: list[list[int]
 
 
 def accept_mars(tokens: list[int], conf: list[float], tau: float) -> list[int]:
-    """The first token always; then from the left while conf >= tau; stop at the first rejection."""
+    """The first token always; then from the left while conf >= tau; stop at the first rejection.
+
+    tau >= 1.0 is one-token mode: only the first token, even where a confidence rounds to exactly 1.0 (a row at tau
+    1.0 in a batch with other rows' masks must decode as it does alone, without masks)."""
     out = [tokens[0]]
+    if tau >= 1.0:
+        return out
     for t, c in zip(tokens[1:], conf[1:]):
         if c < tau:
             break
         out.append(t)
     return out
+
+
+def accept_lossless(
+    ar_tokens: list[int], drafts: list[int], mask_tokens: list[int], mask_conf: list[float], tau: float
+) -> tuple[list[int], int, list[int]]:
+    """Self-speculative verification. ``ar_tokens`` [|drafts| + 1] are the greedy AR predictions of the positions
+    of the drafts and of the one after them; ``mask_tokens`` / ``mask_conf`` the predictions of the masks that
+    followed the drafts. Returns (accepted tokens, number of drafts accepted, the next drafts).
+
+    Accepted: the longest prefix of the drafts that greedy AR reproduces, then the AR token after it (the
+    correction at the first mismatch, or the bonus when all match) -- exactly greedy AR's tokens. The masks were
+    conditioned on all the drafts, so they give the next drafts only when every draft was accepted; they are
+    proposed from the left while their confidence >= tau (none at tau >= 1.0)."""
+    j = 0
+    while j < len(drafts) and drafts[j] == ar_tokens[j]:
+        j += 1
+    proposed: list[int] = []
+    if j == len(drafts) and tau < 1.0:
+        for t, c in zip(mask_tokens, mask_conf):
+            if c < tau:
+                break
+            proposed.append(t)
+    return drafts[:j] + [ar_tokens[j]], j, proposed
 
 
 def accept_jacobi(outputs: list[int], guesses: list[int]) -> tuple[list[int], list[int]]:
@@ -332,7 +371,6 @@ class _Decoder:
     model: object
     method: str
     block_size: int
-    tau: float
     cache: str
     cache_block_size: int
     metric: str
@@ -346,8 +384,8 @@ class _Decoder:
     bar: object = None
 
     def n_tail(self, rows: list[_Row]) -> int:
-        """Number of mask / guess tokens in this step's window."""
-        if self.method == "ar" or (self.method == "mars" and self.tau >= 1.0):
+        """Number of mask / guess tokens in this step's window (no masks when every row is at tau >= 1.0)."""
+        if self.method == "ar" or (self.method in ("mars", "mars_lossless") and all(r.tau >= 1.0 for r in rows)):
             return 0
         return min(self.block_size, max(r.remaining for r in rows)) - 1
 
@@ -357,7 +395,7 @@ class _Decoder:
         return torch.full((len(rows), m), self.mask_id if m else 0, dtype=torch.long, device=self.device)
 
     def forward(self, kv: KVCache | None, rows: list[_Row]):
-        """Returns (tail tokens [b, M], greedy tokens [b, 1+M], confidences [b, 1+M], window_valid [b, W])."""
+        """Returns (tail tokens [b, M], greedy tokens [b, D+1+M], confidences [b, D+1+M], window_valid [b, W])."""
         m = self.n_tail(rows)
         tail = self.tail(rows, m)
         if self.cache == "none":
@@ -368,13 +406,24 @@ class _Decoder:
         tokens, conf = confidence(logits, self.metric)
         return tail, tokens, conf, window_valid
 
-    def accept(self, rows: list[_Row], tail: torch.Tensor, tokens: torch.Tensor, conf: torch.Tensor) -> None:
+    def accept(self, rows: list[_Row], tail: torch.Tensor, tokens: torch.Tensor, conf: torch.Tensor) -> list[int]:
+        """Appends each row's accepted tokens; returns how many of its drafts each row accepted (mars_lossless)."""
+        D = max(len(r.drafts) for r in rows)
         tokens, conf, tail = tokens.tolist(), conf.tolist(), tail.tolist()
+        verified = []
         for i, r in enumerate(rows):
+            j = 0
             if self.method == "jacobi":
-                proposed, leftover = accept_jacobi(tokens[i], tail[i])
+                proposed, leftover = accept_jacobi(tokens[i][D:], tail[i])
+            elif self.method == "mars_lossless":
+                d = len(r.drafts)
+                proposed, j, drafts = accept_lossless(
+                    tokens[i][D - d : D + 1], r.drafts, tokens[i][D + 1 :], conf[i][D + 1 :], r.tau
+                )
+                self.stats["drafts"] = self.stats.get("drafts", 0) + d
+                self.stats["accepted_drafts"] = self.stats.get("accepted_drafts", 0) + j
             else:
-                proposed = accept_mars(tokens[i], conf[i], self.tau)
+                proposed = accept_mars(tokens[i][D:], conf[i][D:], r.tau)
             n = _append(r, proposed, self.eos, self.stops)
             r.forwards += 1
             r.chunks.append(n)
@@ -383,34 +432,43 @@ class _Decoder:
             if self.method == "jacobi":
                 g = leftover + [new[-1]] * (self.block_size - 1)
                 r.guesses = g[: self.block_size - 1]
+            elif self.method == "mars_lossless":
+                # a draft beyond the budget could never be used: the next step yields at most |drafts| + 1 tokens
+                r.drafts = drafts[: max(0, r.remaining - 1)]
+            verified.append(j)
             if self.bar is not None:
                 self.bar.update(n)
+        return verified
 
     def commit(
-        self, kv: KVCache | None, rows: list[_Row], fed: list[int], window_valid: torch.Tensor, prefill: bool
+        self, kv: KVCache | None, rows: list[_Row], final: list[int], window_valid: torch.Tensor, prefill: bool
     ) -> None:
-        """Cache policy after a forward; ``fed`` = number of real tokens each row fed in the window."""
+        """Cache policy after a forward. ``final`` = number of leading real window tokens of each row that are now
+        part of its sequence: every real token it fed, except rejected drafts (mars_lossless)."""
         if kv is None:
             return
-        R = max(fed)  # width of the real + pad part of the window
+        final_t = torch.tensor(final, device=window_valid.device)
+        col = torch.arange(window_valid.shape[1], device=window_valid.device)
+        valid = window_valid & (col[None, :] < final_t[:, None])  # rejected drafts are never attended again
+        keep = max(final)  # the kept slots: the real + pad part of the window, less trailing rejected drafts
         if self.cache == "cursor" or prefill:
-            kv.commit(window_valid, keep=R)
-            for r, L in zip(rows, fed):
+            kv.commit(valid, keep=keep)
+            for r, L in zip(rows, final):
                 r.uncached = r.uncached[L:]
         elif self.cache == "block":
             C = self.cache_block_size
-            if min(fed) >= C:
-                kv.commit(window_valid, keep=C)
+            if min(final) >= C:
+                kv.commit(valid, keep=C)
                 for r in rows:
                     r.uncached = r.uncached[C:]
             else:
-                kv.commit(window_valid, keep=0)
+                kv.commit(valid, keep=0)
 
     def step(self, kv: KVCache | None, rows: list[_Row], prefill: bool) -> list[_Row]:
         fed = [len(r.tokens) if self.cache == "none" else len(r.uncached) for r in rows]
         tail, tokens, conf, window_valid = self.forward(kv, rows)
-        self.accept(rows, tail, tokens, conf)
-        self.commit(kv, rows, fed, window_valid, prefill)
+        verified = self.accept(rows, tail, tokens, conf)
+        self.commit(kv, rows, [f + j for f, j in zip(fed, verified)], window_valid, prefill)
         alive = [i for i, r in enumerate(rows) if not r.done]
         if len(alive) < len(rows) and kv is not None and alive:
             kv.select(torch.tensor(alive, dtype=torch.long, device=self.device))
@@ -456,14 +514,37 @@ def check_settings(
         raise ValueError(f"unknown cache {cache!r}; expected one of {CACHES}")
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
-    if not (isinstance(tau, (int, float)) and 0.0 < tau <= 1.0):
-        raise ValueError(f"tau must be in (0, 1], got {tau!r}")
+    _check_tau(tau)
     if not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"block_size must be an integer >= 1, got {block_size!r}")
     if not isinstance(cache_block_size, int) or cache_block_size < 1:
         raise ValueError(f"cache_block_size must be an integer >= 1, got {cache_block_size!r}")
     if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+
+
+def _check_tau(tau: Any) -> None:
+    if isinstance(tau, bool) or not (isinstance(tau, (int, float)) and 0.0 < tau <= 1.0):
+        raise ValueError(f"tau must be in (0, 1], got {tau!r}")
+
+
+def row_taus(tau: Any, batch: int) -> list[float]:
+    """tau per request: a number (the same for every row) or one value per row (list, tuple or 1-D tensor)."""
+    if isinstance(tau, torch.Tensor):
+        if tau.dim() == 0:
+            tau = tau.item()
+        elif tau.dim() == 1:
+            tau = tau.tolist()
+        else:
+            raise ValueError(f"tau must be a number or one value per prompt, got a tensor of shape {tuple(tau.shape)}")
+    if isinstance(tau, (list, tuple)):
+        if len(tau) != batch:
+            raise ValueError(f"tau has {len(tau)} values for {batch} prompts: give one per prompt, or a number")
+        for t in tau:
+            _check_tau(t)
+        return [float(t) for t in tau]
+    _check_tau(tau)
+    return [float(tau)] * batch
 
 
 def _as_float(name: str, value: Any) -> float:
@@ -505,8 +586,9 @@ def decoding_settings(*, tau, block_size, cache, cache_block_size, metric, metho
 def _validate(
     prompts, method, block_size, tau, cache, cache_block_size, metric, max_new_tokens, mask_token_id, stop_sequences
 ) -> None:
-    check_settings(method, block_size, tau, cache, cache_block_size, metric, max_new_tokens)
-    if method in ("mars", "block_diffusion") and mask_token_id is None:
+    check_settings(method, block_size, 1.0, cache, cache_block_size, metric, max_new_tokens)
+    row_taus(tau, len(prompts))
+    if method in NEEDS_MASK and mask_token_id is None:
         raise ValueError(f"method {method!r} needs mask_token_id")
     if not prompts:
         raise ValueError("prompts is empty: pass at least one tokenized prompt")
@@ -524,7 +606,7 @@ def generate(
     *,
     method: str = "mars",
     block_size: int = 4,
-    tau: float = 1.0,
+    tau: float | list[float] | torch.Tensor = 1.0,
     cache: str = "cursor",
     cache_block_size: int = 32,
     metric: str = "probability",
@@ -540,13 +622,18 @@ def generate(
 
     method: "ar" (one token per forward, KV cache per ``cache``), "mars" (sliding window of ``block_size``
     predictions, B-1 masks, acceptance by ``metric`` >= ``tau``; tau == 1.0 is one-token mode = greedy AR),
-    "jacobi" (window of block_size, exact), "block_diffusion" (BD3-LM style model, block size ``block_size``;
-    always recomputes, ``cache`` is ignored). ``stats``, if given, gets ``model_calls`` (batched forward calls).
+    "mars_lossless" (self-speculative MARS: the masks' predictions at confidence >= tau are drafts, verified by the
+    next forward against the model's own AR predictions; output exactly greedy AR's), "jacobi" (window of
+    block_size, exact), "block_diffusion" (BD3-LM style model, block size ``block_size``; always recomputes,
+    ``cache`` is ignored). ``tau`` is a number or one value per prompt (a row decodes as it would alone).
+    ``stats``, if given, gets ``model_calls`` (batched forward calls) and, for mars_lossless, ``drafts`` (drafts
+    fed for verification) and ``accepted_drafts``.
     Stop sequences are matched against the generated tokens only and are kept in the output. The model is put in
     eval mode for the call (its previous mode is restored) and run under torch.inference_mode()."""
     _validate(
         prompts, method, block_size, tau, cache, cache_block_size, metric, max_new_tokens, mask_token_id, stop_sequences
     )
+    taus = row_taus(tau, len(prompts))
     if isinstance(eos_token_ids, int):
         eos_token_ids = [eos_token_ids]
     eos = {int(t) for t in (eos_token_ids or [])}
@@ -567,14 +654,13 @@ def generate(
                 from mars.decoding_bd import _BDRow, bd_decode_loop
 
                 bd_rows = [
-                    _BDRow(i, list(map(int, p)), len(p), max_new_tokens, [], [], done=max_new_tokens == 0)
-                    for i, p in enumerate(prompts)
+                    _BDRow(i, list(map(int, p)), len(p), max_new_tokens, [], [], done=max_new_tokens == 0, tau=t)
+                    for i, (p, t) in enumerate(zip(prompts, taus))
                 ]
                 bd_decode_loop(
                     model,
                     bd_rows,
                     B=block_size,
-                    tau=tau,
                     metric=metric,
                     eos=eos,
                     stops=stops,
@@ -594,8 +680,8 @@ def generate(
                 return results
 
             rows = [
-                _Row(i, list(map(int, p)), len(p), max_new_tokens, list(map(int, p)), done=max_new_tokens == 0)
-                for i, p in enumerate(prompts)
+                _Row(i, list(map(int, p)), len(p), max_new_tokens, list(map(int, p)), done=max_new_tokens == 0, tau=t)
+                for i, (p, t) in enumerate(zip(prompts, taus))
             ]
             for r in rows:
                 r.guesses = [r.tokens[-1]] * (block_size - 1)
@@ -603,7 +689,6 @@ def generate(
                 model,
                 method,
                 block_size,
-                tau,
                 cache,
                 cache_block_size,
                 metric,
