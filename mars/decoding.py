@@ -154,12 +154,21 @@ class _Row:
 
 
 class KVCache:
-    """A transformers DynamicCache plus a per-row boolean ``valid`` [b, K] telling which slots hold real tokens."""
+    """A transformers DynamicCache plus a per-row boolean ``valid`` [b, K] telling which slots hold real tokens, and
+    the same as the additive attention bias ``bias`` [b, K] (0 valid, the dtype's minimum invalid), kept up to date
+    slot by slot so that a ragged step does not rebuild the cache part of its mask."""
 
     def __init__(self, model, batch: int, device: torch.device):
         self.cache = _new_cache(model)
+        self.dtype = _model_dtype(model)
         self.valid = torch.zeros(batch, 0, dtype=torch.bool, device=device)
+        self.bias = torch.zeros(batch, 0, dtype=self.dtype, device=device)
         self.all_valid = True  # no padding slot anywhere (lets window_forward skip the explicit mask)
+
+    def _bias_of(self, valid: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(valid.shape, dtype=self.dtype, device=valid.device).masked_fill_(
+            ~valid, torch.finfo(self.dtype).min
+        )
 
     @property
     def length(self) -> int:
@@ -173,12 +182,14 @@ class KVCache:
         kept = window_valid[:, :keep]
         self.all_valid = self.all_valid and bool(kept.all())
         self.valid = torch.cat([self.valid, kept], dim=1)
+        self.bias = torch.cat([self.bias, self._bias_of(kept)], dim=1)
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep only the given batch rows (finished rows drop out)."""
         if self.length > 0:
             self.cache.batch_select_indices(rows)
         self.valid = self.valid[rows]
+        self.bias = self.bias[rows]
         self.all_valid = bool(self.valid.all())
 
     def maybe_compact(self, min_length: int = 64, max_waste: float = 0.5) -> None:
@@ -186,7 +197,7 @@ class KVCache:
 
         Each row keeps its valid slots in order, left-aligned (their keys already carry their RoPE positions, and
         attention does not depend on slot order); rows with fewer valid slots are padded with invalid ones."""
-        if self.length < min_length or self.length == 0:
+        if self.all_valid or self.length < min_length or self.length == 0:
             return
         counts = self.valid.sum(1)
         new_len = int(counts.max())
@@ -203,6 +214,7 @@ class KVCache:
             layer.keys = torch.gather(layer.keys, 2, idx)
             layer.values = torch.gather(layer.values, 2, idx)
         self.valid = torch.arange(new_len, device=self.valid.device)[None, :] < counts[:, None]
+        self.bias = self._bias_of(self.valid)
         self.all_valid = bool(self.valid.all())
 
 
@@ -246,32 +258,40 @@ def window_forward(
         )
         return out.logits[:, -(D + m + 1) :], torch.ones((b, W), dtype=torch.bool, device=device)
 
+    # Ragged window. The index bookkeeping is done on small Python lists and turned into tensors once.
+    tail_rows = tail.tolist()
+    ids, pos, last = [], [], []
+    for f, r, t in zip(feeds, rows, tail_rows):
+        L, n = len(f), len(r.tokens) + len(r.drafts)
+        ids.append(f + [pad_id] * (R - L) + t)
+        # right-padded real tokens at n - L .. n - 1, pad slots at position 0, tail at n, n + 1, ...
+        pos.append(list(range(n - L, n)) + [0] * (R - L) + list(range(n, n + m)))
+        last.append([max(0, L - (D + 1) + k) for k in range(D + 1)])  # columns of the last D + 1 real tokens
+    ids = torch.tensor(ids, dtype=torch.long, device=device)
+    pos = torch.tensor(pos, dtype=torch.long, device=device)
+
+    # Mask [b, 1, W, K + W]: the cache part is the cache's running bias (the row's valid slots), the same for every
+    # query of the row; the window part is causal with pad keys forbidden. A pad query also attends itself (no
+    # mask row is empty, so no NaN); what a pad query attends changes nothing: its output is discarded and its
+    # slot is invalid, so nothing ever attends it.
     lens = torch.tensor(n_real, device=device)
     col = torch.arange(W, device=device)
-    # right-pad each row's real tokens to R; pad slots keep position 0 and are masked out both ways
-    ids = torch.tensor([f + [pad_id] * (R - len(f)) for f in feeds], dtype=torch.long, device=device)
-    ids = torch.cat([ids, tail], dim=1)
-    n = torch.tensor([len(r.tokens) + len(r.drafts) for r in rows], device=device)
     is_real = col[None, :] < lens[:, None]  # [b, W]
-    pos = torch.where(is_real, (n - lens)[:, None] + col[None, :], 0)
-    pos[:, R:] = n[:, None] + col[None, :m]
-
-    is_pad = (~is_real) & (col[None, :] < R)
-    causal = col[None, :] <= col[:, None]  # [q, k]
-    win = causal[None] & ~is_pad[:, None, :] & ~is_pad[:, :, None]
-    win |= torch.eye(W, dtype=torch.bool, device=device)[None] & is_pad[:, :, None]
+    key_ok = is_real | (col[None, :] >= R)
+    eye = torch.eye(W, dtype=torch.bool, device=device)
+    window_ok = (col[None, :] <= col[:, None])[None] & (key_ok[:, None, :] | eye[None])
+    dtype = kv.dtype if kv is not None else _model_dtype(model)
+    mask = additive(window_ok, dtype)
     if kv is not None and kv.length > 0:
-        allowed = torch.cat([kv.valid[:, None, :] & ~is_pad[:, :, None], win], dim=2)
-    else:
-        allowed = win
-    mask = additive(allowed, _model_dtype(model))
+        mask = torch.cat([kv.bias[:, None, None, :].expand(-1, 1, W, -1), mask], dim=3)
 
     # logits only where they are needed: the last D + 1 real tokens of each row and the tail columns
-    last = (lens[:, None] - (D + 1) + torch.arange(D + 1, device=device)[None, :]).clamp_min(0)  # [b, D + 1]
-    keep = torch.unique(torch.cat([last.flatten(), torch.arange(R, W, device=device)]))
+    keep = sorted({c for row in last for c in row} | set(range(R, W)))
+    index = {c: i for i, c in enumerate(keep)}
+    cols = [[index[c] for c in row] + [index[c] for c in range(R, W)] for row in last]  # [b, D + 1 + M]
     kwargs = {}
     if keep_logits:
-        kwargs["logits_to_keep"] = keep
+        kwargs["logits_to_keep"] = torch.tensor(keep, device=device)
     out = model(
         input_ids=ids,
         attention_mask=mask,
@@ -280,13 +300,13 @@ def window_forward(
         use_cache=kv is not None,
         **kwargs,
     )
-    logits = out.logits
-    if not keep_logits:
-        logits = logits[:, keep]
-    where = torch.full((W,), -1, dtype=torch.long, device=device)
-    where[keep] = torch.arange(len(keep), device=device)
-    cols = torch.cat([where[last], where[R:W][None, :].expand(b, -1)], dim=1)  # [b, D + 1 + M]
-    logits = torch.gather(logits, 1, cols[:, :, None].expand(-1, -1, logits.shape[-1]))
+    logits = out.logits if keep_logits else out.logits[:, keep]
+    # per-row columns: one index_select over the flattened [b * kept, V] (much cheaper than gather with an index
+    # expanded over the vocabulary)
+    kept = logits.shape[1]
+    flat = [i * kept + c for i, row in enumerate(cols) for c in row]
+    logits = logits.reshape(b * kept, -1).index_select(0, torch.tensor(flat, device=device))
+    logits = logits.view(b, len(cols[0]), -1)
     return logits, is_real
 
 
