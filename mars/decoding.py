@@ -1,5 +1,5 @@
-"""Decoding engine: greedy AR, MARS sliding-window multi-token decoding, Jacobi decoding (block diffusion:
-``mars/decoding_bd.py``).
+"""Decoding engine: greedy AR, MARS sliding-window multi-token decoding, lossless self-speculative MARS, Jacobi
+decoding (block diffusion: ``mars/decoding_bd.py``; speculative decoding with a draft model: ``mars/speculative.py``).
 
 One file, in the spirit of gpt-fast's ``generate.py``: small functions over an explicit KV cache.
 
@@ -13,15 +13,17 @@ The window (docs/method.md section 4: why B predictions need only B-1 masks, and
 Every step, every active row i feeds its *uncached real tokens* r_i, followed by the masks, against the cached
 keys/values of its committed tokens. Batch layout of the window (W = R + M columns):
 
-    [ r_i (|r_i| tokens) | pad up to R = max_i |r_i| | M mask (or Jacobi guess) tokens ]
+    [ r_i (|r_i| tokens) + d_i (mars_lossless drafts) | pad up to R | M mask (or Jacobi guess) tokens ]
 
 with explicit per-row position ids (real positions of the row's tokens, masks at n_i, n_i+1, ...) and an explicit
 additive float 4D attention mask [batch, 1, W, K + W] (0 allowed, finfo.min forbidden; transformers' eager
 attention ADDS a mask, so a boolean one would be silently wrong). A query attends the valid cache slots of its own
 row; inside the window real tokens are causal over real tokens, masks attend all real tokens of the row and earlier
-masks; a pad query attends only itself (so no row of the mask is fully forbidden and no NaN can appear) and nothing
-attends a pad. A per-row boolean ``valid`` tensor over the cache length records which cache slots hold real tokens:
-pad slots written into the cache are invalid forever.
+masks; nothing attends a pad, and a pad query also attends itself (so no row of the mask is fully forbidden and no
+NaN can appear; a pad query's output is discarded). A per-row boolean ``valid`` tensor over the cache length
+records which cache slots hold real tokens (pad slots and rejected drafts written into the cache are invalid
+forever); the cache keeps the matching additive bias, so a step builds only the window part of its mask. When no
+row pads and every cache slot is valid the explicit mask is skipped (transformers' own causal mask).
 
 Cache modes (all behind the one ``window_forward``):
   none    nothing is cached, every step re-runs prompt + generated tokens + masks: O(T^2).
@@ -43,7 +45,19 @@ Finished rows (EOS, stop sequence, budget) are removed from the batch tensors an
 
 Acceptance (``mars``): greedy token at each of the M+1 window positions; the first is always accepted; then accept
 from the left while the confidence (``probability``, ``entropy`` as exp(-H), ``margin``; docs/method.md section 4)
->= tau, stopping at the first rejection, at EOS (kept), at a stop sequence (kept) or at the token budget.
+>= tau, stopping at the first rejection, at EOS (kept), at a stop sequence (kept) or at the token budget. tau is
+per row (one value per request); a row at tau >= 1.0 accepts one token per forward even when other rows' masks
+are in the window.
+
+Lossless self-speculative MARS (``mars_lossless``): the masks' predictions are drafts, not output. Row i feeds its
+drafts d_i as real tokens after its uncached ones, then a fresh block of masks. The predictions made at the last
+uncached token and at each draft are the model's own greedy AR tokens a_0..a_|d|: the longest prefix of d_i that
+they reproduce is accepted, then the AR token after it (correction or bonus), so the output is exactly greedy AR's
+(up to the float noise below). Only when every draft was accepted do the masks (which were conditioned on all of
+them) give the next drafts: their predictions from the left while the confidence >= tau (tau only decides how many
+drafts are proposed; tau >= 1.0 proposes none and appends no masks). Rejected drafts are never committed: the
+cursor cache keeps the uncached tokens + accepted drafts (``final`` slots), marks the rest invalid and crops
+trailing ones; the block cache commits a block only when every row has C final tokens.
 
 Exactness. ``cursor`` and ``block`` compute exactly the same function as ``none`` in exact arithmetic (attention is
 causal and masked slots contribute exp(finfo.min - max) == 0 exactly). In float32 the per-row results differ by
@@ -53,7 +67,8 @@ flip. Ties in argmax go to the lowest token id (torch.argmax), as in transformer
 
 Counting: a row's ``forwards`` counts the batched forwards it took part in until it finished (prefill = 1);
 ``chunks[k]`` is the number of tokens the k-th of them produced. ``stats["model_calls"]`` (pass ``stats={}``)
-counts the batched forward calls of the whole call.
+counts the batched forward calls of the whole call; ``mars_lossless`` adds ``drafts`` (fed for verification) and
+``accepted_drafts``.
 """
 
 from __future__ import annotations
