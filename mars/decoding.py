@@ -564,14 +564,11 @@ def _check_tau(tau: Any) -> None:
 
 
 def row_taus(tau: Any, batch: int) -> list[float]:
-    """tau per request: a number (the same for every row) or one value per row (list, tuple or 1-D tensor)."""
-    if isinstance(tau, torch.Tensor):
-        if tau.dim() == 0:
-            tau = tau.item()
-        elif tau.dim() == 1:
-            tau = tau.tolist()
-        else:
-            raise ValueError(f"tau must be a number or one value per prompt, got a tensor of shape {tuple(tau.shape)}")
+    """tau per request: a number (the same for every row) or one value per row (list, tuple, 1-D tensor or array)."""
+    if hasattr(tau, "tolist") and hasattr(tau, "shape"):  # a torch tensor or a numpy array / scalar
+        if len(tau.shape) > 1:
+            raise ValueError(f"tau must be a number or one value per prompt, got an array of shape {tuple(tau.shape)}")
+        tau = tau.tolist()
     if isinstance(tau, (list, tuple)):
         if len(tau) != batch:
             raise ValueError(f"tau has {len(tau)} values for {batch} prompts: give one per prompt, or a number")
