@@ -285,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--model", required=True, help="checkpoint folder")
     gen.add_argument("--prompt", action="append", default=[], help="a user message (repeatable)")
     gen.add_argument("--prompts-file", help="JSONL file with a 'prompt' per line (e.g. a world's test.jsonl)")
-    gen.add_argument("--method", default="mars", help="ar | mars | jacobi | block_diffusion")
+    gen.add_argument("--method", default="mars", help="ar | mars | mars_lossless | jacobi | block_diffusion")
     gen.add_argument("--block-size", type=int, default=0, help="window size B (default: the trained one)")
     gen.add_argument("--tau", type=float, default=1.0, help="acceptance threshold in (0, 1]; 1.0 = one token")
     gen.add_argument("--cache", default=ev["cache"], help="none | block | cursor")

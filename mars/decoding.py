@@ -1,5 +1,5 @@
-"""Decoding engine: greedy AR, MARS sliding-window multi-token decoding, Jacobi decoding (block diffusion:
-``mars/decoding_bd.py``).
+"""Decoding engine: greedy AR, MARS sliding-window multi-token decoding, lossless self-speculative MARS, Jacobi
+decoding (block diffusion: ``mars/decoding_bd.py``; speculative decoding with a draft model: ``mars/speculative.py``).
 
 One file, in the spirit of gpt-fast's ``generate.py``: small functions over an explicit KV cache.
 
@@ -13,15 +13,17 @@ The window (docs/method.md section 4: why B predictions need only B-1 masks, and
 Every step, every active row i feeds its *uncached real tokens* r_i, followed by the masks, against the cached
 keys/values of its committed tokens. Batch layout of the window (W = R + M columns):
 
-    [ r_i (|r_i| tokens) | pad up to R = max_i |r_i| | M mask (or Jacobi guess) tokens ]
+    [ r_i (|r_i| tokens) + d_i (mars_lossless drafts) | pad up to R | M mask (or Jacobi guess) tokens ]
 
 with explicit per-row position ids (real positions of the row's tokens, masks at n_i, n_i+1, ...) and an explicit
 additive float 4D attention mask [batch, 1, W, K + W] (0 allowed, finfo.min forbidden; transformers' eager
 attention ADDS a mask, so a boolean one would be silently wrong). A query attends the valid cache slots of its own
 row; inside the window real tokens are causal over real tokens, masks attend all real tokens of the row and earlier
-masks; a pad query attends only itself (so no row of the mask is fully forbidden and no NaN can appear) and nothing
-attends a pad. A per-row boolean ``valid`` tensor over the cache length records which cache slots hold real tokens:
-pad slots written into the cache are invalid forever.
+masks; nothing attends a pad, and a pad query also attends itself (so no row of the mask is fully forbidden and no
+NaN can appear; a pad query's output is discarded). A per-row boolean ``valid`` tensor over the cache length
+records which cache slots hold real tokens (pad slots and rejected drafts written into the cache are invalid
+forever); the cache keeps the matching additive bias, so a step builds only the window part of its mask. When no
+row pads and every cache slot is valid the explicit mask is skipped (transformers' own causal mask).
 
 Cache modes (all behind the one ``window_forward``):
   none    nothing is cached, every step re-runs prompt + generated tokens + masks: O(T^2).
@@ -43,7 +45,19 @@ Finished rows (EOS, stop sequence, budget) are removed from the batch tensors an
 
 Acceptance (``mars``): greedy token at each of the M+1 window positions; the first is always accepted; then accept
 from the left while the confidence (``probability``, ``entropy`` as exp(-H), ``margin``; docs/method.md section 4)
->= tau, stopping at the first rejection, at EOS (kept), at a stop sequence (kept) or at the token budget.
+>= tau, stopping at the first rejection, at EOS (kept), at a stop sequence (kept) or at the token budget. tau is
+per row (one value per request); a row at tau >= 1.0 accepts one token per forward even when other rows' masks
+are in the window.
+
+Lossless self-speculative MARS (``mars_lossless``): the masks' predictions are drafts, not output. Row i feeds its
+drafts d_i as real tokens after its uncached ones, then a fresh block of masks. The predictions made at the last
+uncached token and at each draft are the model's own greedy AR tokens a_0..a_|d|: the longest prefix of d_i that
+they reproduce is accepted, then the AR token after it (correction or bonus), so the output is exactly greedy AR's
+(up to the float noise below). Only when every draft was accepted do the masks (which were conditioned on all of
+them) give the next drafts: their predictions from the left while the confidence >= tau (tau only decides how many
+drafts are proposed; tau >= 1.0 proposes none and appends no masks). Rejected drafts are never committed: the
+cursor cache keeps the uncached tokens + accepted drafts (``final`` slots), marks the rest invalid and crops
+trailing ones; the block cache commits a block only when every row has C final tokens.
 
 Exactness. ``cursor`` and ``block`` compute exactly the same function as ``none`` in exact arithmetic (attention is
 causal and masked slots contribute exp(finfo.min - max) == 0 exactly). In float32 the per-row results differ by
@@ -53,7 +67,8 @@ flip. Ties in argmax go to the lowest token id (torch.argmax), as in transformer
 
 Counting: a row's ``forwards`` counts the batched forwards it took part in until it finished (prefill = 1);
 ``chunks[k]`` is the number of tokens the k-th of them produced. ``stats["model_calls"]`` (pass ``stats={}``)
-counts the batched forward calls of the whole call.
+counts the batched forward calls of the whole call; ``mars_lossless`` adds ``drafts`` (fed for verification) and
+``accepted_drafts``.
 """
 
 from __future__ import annotations
@@ -66,7 +81,8 @@ import torch
 
 from mars.masks import additive
 
-METHODS = ("ar", "mars", "jacobi", "block_diffusion")
+METHODS = ("ar", "mars", "mars_lossless", "jacobi", "block_diffusion")
+NEEDS_MASK = ("mars", "mars_lossless", "block_diffusion")
 CACHES = ("none", "cursor", "block")
 METRICS = ("probability", "entropy", "margin")
 
@@ -137,6 +153,8 @@ class _Row:
     budget: int  # max_new_tokens
     uncached: list[int]  # real tokens whose keys/values are not in the cache (fed at the start of the next window)
     guesses: list[int] = field(default_factory=list)  # Jacobi guesses for positions n, n+1, ...
+    tau: float = 1.0  # this row's acceptance threshold (tau is per request)
+    drafts: list[int] = field(default_factory=list)  # mars_lossless: unverified tokens for positions n, n+1, ...
     forwards: int = 0
     chunks: list[int] = field(default_factory=list)
     done: bool = False
@@ -151,12 +169,21 @@ class _Row:
 
 
 class KVCache:
-    """A transformers DynamicCache plus a per-row boolean ``valid`` [b, K] telling which slots hold real tokens."""
+    """A transformers DynamicCache plus a per-row boolean ``valid`` [b, K] telling which slots hold real tokens, and
+    the same as the additive attention bias ``bias`` [b, K] (0 valid, the dtype's minimum invalid), kept up to date
+    slot by slot so that a ragged step does not rebuild the cache part of its mask."""
 
     def __init__(self, model, batch: int, device: torch.device):
         self.cache = _new_cache(model)
+        self.dtype = _model_dtype(model)
         self.valid = torch.zeros(batch, 0, dtype=torch.bool, device=device)
+        self.bias = torch.zeros(batch, 0, dtype=self.dtype, device=device)
         self.all_valid = True  # no padding slot anywhere (lets window_forward skip the explicit mask)
+
+    def _bias_of(self, valid: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(valid.shape, dtype=self.dtype, device=valid.device).masked_fill_(
+            ~valid, torch.finfo(self.dtype).min
+        )
 
     @property
     def length(self) -> int:
@@ -170,12 +197,14 @@ class KVCache:
         kept = window_valid[:, :keep]
         self.all_valid = self.all_valid and bool(kept.all())
         self.valid = torch.cat([self.valid, kept], dim=1)
+        self.bias = torch.cat([self.bias, self._bias_of(kept)], dim=1)
 
     def select(self, rows: torch.Tensor) -> None:
         """Keep only the given batch rows (finished rows drop out)."""
         if self.length > 0:
             self.cache.batch_select_indices(rows)
         self.valid = self.valid[rows]
+        self.bias = self.bias[rows]
         self.all_valid = bool(self.valid.all())
 
     def maybe_compact(self, min_length: int = 64, max_waste: float = 0.5) -> None:
@@ -183,7 +212,7 @@ class KVCache:
 
         Each row keeps its valid slots in order, left-aligned (their keys already carry their RoPE positions, and
         attention does not depend on slot order); rows with fewer valid slots are padded with invalid ones."""
-        if self.length < min_length or self.length == 0:
+        if self.all_valid or self.length < min_length or self.length == 0:
             return
         counts = self.valid.sum(1)
         new_len = int(counts.max())
@@ -200,6 +229,7 @@ class KVCache:
             layer.keys = torch.gather(layer.keys, 2, idx)
             layer.values = torch.gather(layer.values, 2, idx)
         self.valid = torch.arange(new_len, device=self.valid.device)[None, :] < counts[:, None]
+        self.bias = self._bias_of(self.valid)
         self.all_valid = bool(self.valid.all())
 
 
@@ -210,57 +240,73 @@ class KVCache:
 def window_forward(
     model, kv: KVCache | None, rows: list[_Row], tail: torch.Tensor, pad_id: int, keep_logits: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One batched forward of [r_i | pad | tail_i] for every row against the cached prefix.
+    """One batched forward of [r_i + d_i | pad | tail_i] for every row against the cached prefix.
 
-    ``tail`` [b, M] holds the M window tokens after the real ones (masks, or Jacobi guesses). Returns
-    (logits [b, 1 + M, V] for predictions of positions n_i .. n_i + M, window_valid [b, W] real-token slots).
-    With ``kv`` None nothing is cached (the rows' ``uncached`` must then hold their whole sequence)."""
+    The real part of row i is its uncached tokens r_i followed by its drafts d_i (``mars_lossless``; empty
+    otherwise), at positions ending at n_i - 1 with n_i = len(tokens) + |d_i|. ``tail`` [b, M] holds the M window
+    tokens after the real ones (masks, or Jacobi guesses), at positions n_i, n_i + 1, ...
+
+    Returns (logits [b, D + 1 + M, V], window_valid [b, W] real-token slots), D = max_i |d_i|: column D - t is the
+    prediction made by the row's t-th-last real token (t = 0..|d_i| are the AR predictions of the positions of its
+    drafts and of the position after them; with no drafts anywhere that is one column, the prediction of n_i), then
+    the M tail predictions. With ``kv`` None nothing is cached (the rows' ``uncached`` must then hold their whole
+    sequence)."""
     device = tail.device
     b, m = tail.shape
-    n_real = [len(r.uncached) for r in rows]
+    feeds = [r.uncached + r.drafts if r.drafts else r.uncached for r in rows]
+    n_real = [len(f) for f in feeds]
+    D = max(len(r.drafts) for r in rows)
     R = max(n_real)
     W = R + m
     if min(n_real) == R and (kv is None or kv.all_valid):
         # Dense window: no padding anywhere, so the attention is plain causal over [cache | window] and every row's
         # positions continue at the cache length. transformers then builds its own (cheapest) causal mask, exactly
-        # as in its own greedy decoding, and only the last 1 + M logits are computed.
-        ids = torch.tensor([r.uncached for r in rows], dtype=torch.long, device=device)
+        # as in its own greedy decoding, and only the last D + 1 + M logits are computed.
+        ids = torch.tensor(feeds, dtype=torch.long, device=device)
         if m:
             ids = torch.cat([ids, tail], dim=1)
         out = model(
             input_ids=ids,
             past_key_values=kv.cache if kv is not None else None,
             use_cache=kv is not None,
-            **({"logits_to_keep": m + 1} if keep_logits else {}),
+            **({"logits_to_keep": D + m + 1} if keep_logits else {}),
         )
-        return out.logits[:, -(m + 1) :], torch.ones((b, W), dtype=torch.bool, device=device)
+        return out.logits[:, -(D + m + 1) :], torch.ones((b, W), dtype=torch.bool, device=device)
 
+    # Ragged window. The index bookkeeping is done on small Python lists and turned into tensors once.
+    tail_rows = tail.tolist()
+    ids, pos, last = [], [], []
+    for f, r, t in zip(feeds, rows, tail_rows):
+        L, n = len(f), len(r.tokens) + len(r.drafts)
+        ids.append(f + [pad_id] * (R - L) + t)
+        # right-padded real tokens at n - L .. n - 1, pad slots at position 0, tail at n, n + 1, ...
+        pos.append(list(range(n - L, n)) + [0] * (R - L) + list(range(n, n + m)))
+        last.append([max(0, L - (D + 1) + k) for k in range(D + 1)])  # columns of the last D + 1 real tokens
+    ids = torch.tensor(ids, dtype=torch.long, device=device)
+    pos = torch.tensor(pos, dtype=torch.long, device=device)
+
+    # Mask [b, 1, W, K + W]: the cache part is the cache's running bias (the row's valid slots), the same for every
+    # query of the row; the window part is causal with pad keys forbidden. A pad query also attends itself (no
+    # mask row is empty, so no NaN); what a pad query attends changes nothing: its output is discarded and its
+    # slot is invalid, so nothing ever attends it.
     lens = torch.tensor(n_real, device=device)
     col = torch.arange(W, device=device)
-    # right-pad each row's real tokens to R; pad slots keep position 0 and are masked out both ways
-    ids = torch.tensor([r.uncached + [pad_id] * (R - len(r.uncached)) for r in rows], dtype=torch.long, device=device)
-    ids = torch.cat([ids, tail], dim=1)
-    n = torch.tensor([len(r.tokens) for r in rows], device=device)
     is_real = col[None, :] < lens[:, None]  # [b, W]
-    pos = torch.where(is_real, (n - lens)[:, None] + col[None, :], 0)
-    pos[:, R:] = n[:, None] + col[None, :m]
-
-    is_pad = (~is_real) & (col[None, :] < R)
-    causal = col[None, :] <= col[:, None]  # [q, k]
-    win = causal[None] & ~is_pad[:, None, :] & ~is_pad[:, :, None]
-    win |= torch.eye(W, dtype=torch.bool, device=device)[None] & is_pad[:, :, None]
+    key_ok = is_real | (col[None, :] >= R)
+    eye = torch.eye(W, dtype=torch.bool, device=device)
+    window_ok = (col[None, :] <= col[:, None])[None] & (key_ok[:, None, :] | eye[None])
+    dtype = kv.dtype if kv is not None else _model_dtype(model)
+    mask = additive(window_ok, dtype)
     if kv is not None and kv.length > 0:
-        allowed = torch.cat([kv.valid[:, None, :] & ~is_pad[:, :, None], win], dim=2)
-    else:
-        allowed = win
-    mask = additive(allowed, _model_dtype(model))
+        mask = torch.cat([kv.bias[:, None, None, :].expand(-1, 1, W, -1), mask], dim=3)
 
-    # logits only where they are needed: the last real token of each row and the tail columns
-    first = lens - 1
-    keep = torch.unique(torch.cat([first, torch.arange(R, W, device=device)]))
+    # logits only where they are needed: the last D + 1 real tokens of each row and the tail columns
+    keep = sorted({c for row in last for c in row} | set(range(R, W)))
+    index = {c: i for i, c in enumerate(keep)}
+    cols = [[index[c] for c in row] + [index[c] for c in range(R, W)] for row in last]  # [b, D + 1 + M]
     kwargs = {}
     if keep_logits:
-        kwargs["logits_to_keep"] = keep
+        kwargs["logits_to_keep"] = torch.tensor(keep, device=device)
     out = model(
         input_ids=ids,
         attention_mask=mask,
@@ -269,13 +315,13 @@ def window_forward(
         use_cache=kv is not None,
         **kwargs,
     )
-    logits = out.logits
-    if not keep_logits:
-        logits = logits[:, keep]
-    where = torch.full((W,), -1, dtype=torch.long, device=device)
-    where[keep] = torch.arange(len(keep), device=device)
-    cols = torch.cat([where[first][:, None], where[R:W][None, :].expand(b, -1)], dim=1)  # [b, 1 + M]
-    logits = torch.gather(logits, 1, cols[:, :, None].expand(-1, -1, logits.shape[-1]))
+    logits = out.logits if keep_logits else out.logits[:, keep]
+    # per-row columns: one index_select over the flattened [b * kept, V] (much cheaper than gather with an index
+    # expanded over the vocabulary)
+    kept = logits.shape[1]
+    flat = [i * kept + c for i, row in enumerate(cols) for c in row]
+    logits = logits.reshape(b * kept, -1).index_select(0, torch.tensor(flat, device=device))
+    logits = logits.view(b, len(cols[0]), -1)
     return logits, is_real
 
 
@@ -306,13 +352,41 @@ def _append(row: _Row, proposed: list[int], eos: set[int], stops: list[list[int]
 
 
 def accept_mars(tokens: list[int], conf: list[float], tau: float) -> list[int]:
-    """The first token always; then from the left while conf >= tau; stop at the first rejection."""
+    """The first token always; then from the left while conf >= tau; stop at the first rejection.
+
+    tau >= 1.0 is one-token mode: only the first token, even where a confidence rounds to exactly 1.0 (a row at tau
+    1.0 in a batch with other rows' masks must decode as it does alone, without masks)."""
     out = [tokens[0]]
+    if tau >= 1.0:
+        return out
     for t, c in zip(tokens[1:], conf[1:]):
         if c < tau:
             break
         out.append(t)
     return out
+
+
+def accept_lossless(
+    ar_tokens: list[int], drafts: list[int], mask_tokens: list[int], mask_conf: list[float], tau: float
+) -> tuple[list[int], int, list[int]]:
+    """Self-speculative verification. ``ar_tokens`` [|drafts| + 1] are the greedy AR predictions of the positions
+    of the drafts and of the one after them; ``mask_tokens`` / ``mask_conf`` the predictions of the masks that
+    followed the drafts. Returns (accepted tokens, number of drafts accepted, the next drafts).
+
+    Accepted: the longest prefix of the drafts that greedy AR reproduces, then the AR token after it (the
+    correction at the first mismatch, or the bonus when all match) -- exactly greedy AR's tokens. The masks were
+    conditioned on all the drafts, so they give the next drafts only when every draft was accepted; they are
+    proposed from the left while their confidence >= tau (none at tau >= 1.0)."""
+    j = 0
+    while j < len(drafts) and drafts[j] == ar_tokens[j]:
+        j += 1
+    proposed: list[int] = []
+    if j == len(drafts) and tau < 1.0:
+        for t, c in zip(mask_tokens, mask_conf):
+            if c < tau:
+                break
+            proposed.append(t)
+    return drafts[:j] + [ar_tokens[j]], j, proposed
 
 
 def accept_jacobi(outputs: list[int], guesses: list[int]) -> tuple[list[int], list[int]]:
@@ -332,7 +406,6 @@ class _Decoder:
     model: object
     method: str
     block_size: int
-    tau: float
     cache: str
     cache_block_size: int
     metric: str
@@ -346,8 +419,8 @@ class _Decoder:
     bar: object = None
 
     def n_tail(self, rows: list[_Row]) -> int:
-        """Number of mask / guess tokens in this step's window."""
-        if self.method == "ar" or (self.method == "mars" and self.tau >= 1.0):
+        """Number of mask / guess tokens in this step's window (no masks when every row is at tau >= 1.0)."""
+        if self.method == "ar" or (self.method in ("mars", "mars_lossless") and all(r.tau >= 1.0 for r in rows)):
             return 0
         return min(self.block_size, max(r.remaining for r in rows)) - 1
 
@@ -357,7 +430,7 @@ class _Decoder:
         return torch.full((len(rows), m), self.mask_id if m else 0, dtype=torch.long, device=self.device)
 
     def forward(self, kv: KVCache | None, rows: list[_Row]):
-        """Returns (tail tokens [b, M], greedy tokens [b, 1+M], confidences [b, 1+M], window_valid [b, W])."""
+        """Returns (tail tokens [b, M], greedy tokens [b, D+1+M], confidences [b, D+1+M], window_valid [b, W])."""
         m = self.n_tail(rows)
         tail = self.tail(rows, m)
         if self.cache == "none":
@@ -368,13 +441,24 @@ class _Decoder:
         tokens, conf = confidence(logits, self.metric)
         return tail, tokens, conf, window_valid
 
-    def accept(self, rows: list[_Row], tail: torch.Tensor, tokens: torch.Tensor, conf: torch.Tensor) -> None:
+    def accept(self, rows: list[_Row], tail: torch.Tensor, tokens: torch.Tensor, conf: torch.Tensor) -> list[int]:
+        """Appends each row's accepted tokens; returns how many of its drafts each row accepted (mars_lossless)."""
+        D = max(len(r.drafts) for r in rows)
         tokens, conf, tail = tokens.tolist(), conf.tolist(), tail.tolist()
+        verified = []
         for i, r in enumerate(rows):
+            j = 0
             if self.method == "jacobi":
-                proposed, leftover = accept_jacobi(tokens[i], tail[i])
+                proposed, leftover = accept_jacobi(tokens[i][D:], tail[i])
+            elif self.method == "mars_lossless":
+                d = len(r.drafts)
+                proposed, j, drafts = accept_lossless(
+                    tokens[i][D - d : D + 1], r.drafts, tokens[i][D + 1 :], conf[i][D + 1 :], r.tau
+                )
+                self.stats["drafts"] = self.stats.get("drafts", 0) + d
+                self.stats["accepted_drafts"] = self.stats.get("accepted_drafts", 0) + j
             else:
-                proposed = accept_mars(tokens[i], conf[i], self.tau)
+                proposed = accept_mars(tokens[i][D:], conf[i][D:], r.tau)
             n = _append(r, proposed, self.eos, self.stops)
             r.forwards += 1
             r.chunks.append(n)
@@ -383,34 +467,43 @@ class _Decoder:
             if self.method == "jacobi":
                 g = leftover + [new[-1]] * (self.block_size - 1)
                 r.guesses = g[: self.block_size - 1]
+            elif self.method == "mars_lossless":
+                # a draft beyond the budget could never be used: the next step yields at most |drafts| + 1 tokens
+                r.drafts = drafts[: max(0, r.remaining - 1)]
+            verified.append(j)
             if self.bar is not None:
                 self.bar.update(n)
+        return verified
 
     def commit(
-        self, kv: KVCache | None, rows: list[_Row], fed: list[int], window_valid: torch.Tensor, prefill: bool
+        self, kv: KVCache | None, rows: list[_Row], final: list[int], window_valid: torch.Tensor, prefill: bool
     ) -> None:
-        """Cache policy after a forward; ``fed`` = number of real tokens each row fed in the window."""
+        """Cache policy after a forward. ``final`` = number of leading real window tokens of each row that are now
+        part of its sequence: every real token it fed, except rejected drafts (mars_lossless)."""
         if kv is None:
             return
-        R = max(fed)  # width of the real + pad part of the window
+        final_t = torch.tensor(final, device=window_valid.device)
+        col = torch.arange(window_valid.shape[1], device=window_valid.device)
+        valid = window_valid & (col[None, :] < final_t[:, None])  # rejected drafts are never attended again
+        keep = max(final)  # the kept slots: the real + pad part of the window, less trailing rejected drafts
         if self.cache == "cursor" or prefill:
-            kv.commit(window_valid, keep=R)
-            for r, L in zip(rows, fed):
+            kv.commit(valid, keep=keep)
+            for r, L in zip(rows, final):
                 r.uncached = r.uncached[L:]
         elif self.cache == "block":
             C = self.cache_block_size
-            if min(fed) >= C:
-                kv.commit(window_valid, keep=C)
+            if min(final) >= C:
+                kv.commit(valid, keep=C)
                 for r in rows:
                     r.uncached = r.uncached[C:]
             else:
-                kv.commit(window_valid, keep=0)
+                kv.commit(valid, keep=0)
 
     def step(self, kv: KVCache | None, rows: list[_Row], prefill: bool) -> list[_Row]:
         fed = [len(r.tokens) if self.cache == "none" else len(r.uncached) for r in rows]
         tail, tokens, conf, window_valid = self.forward(kv, rows)
-        self.accept(rows, tail, tokens, conf)
-        self.commit(kv, rows, fed, window_valid, prefill)
+        verified = self.accept(rows, tail, tokens, conf)
+        self.commit(kv, rows, [f + j for f, j in zip(fed, verified)], window_valid, prefill)
         alive = [i for i, r in enumerate(rows) if not r.done]
         if len(alive) < len(rows) and kv is not None and alive:
             kv.select(torch.tensor(alive, dtype=torch.long, device=self.device))
@@ -456,14 +549,34 @@ def check_settings(
         raise ValueError(f"unknown cache {cache!r}; expected one of {CACHES}")
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
-    if not (isinstance(tau, (int, float)) and 0.0 < tau <= 1.0):
-        raise ValueError(f"tau must be in (0, 1], got {tau!r}")
+    _check_tau(tau)
     if not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"block_size must be an integer >= 1, got {block_size!r}")
     if not isinstance(cache_block_size, int) or cache_block_size < 1:
         raise ValueError(f"cache_block_size must be an integer >= 1, got {cache_block_size!r}")
     if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+
+
+def _check_tau(tau: Any) -> None:
+    if isinstance(tau, bool) or not (isinstance(tau, (int, float)) and 0.0 < tau <= 1.0):
+        raise ValueError(f"tau must be in (0, 1], got {tau!r}")
+
+
+def row_taus(tau: Any, batch: int) -> list[float]:
+    """tau per request: a number (the same for every row) or one value per row (list, tuple, 1-D tensor or array)."""
+    if hasattr(tau, "tolist") and hasattr(tau, "shape"):  # a torch tensor or a numpy array / scalar
+        if len(tau.shape) > 1:
+            raise ValueError(f"tau must be a number or one value per prompt, got an array of shape {tuple(tau.shape)}")
+        tau = tau.tolist()
+    if isinstance(tau, (list, tuple)):
+        if len(tau) != batch:
+            raise ValueError(f"tau has {len(tau)} values for {batch} prompts: give one per prompt, or a number")
+        for t in tau:
+            _check_tau(t)
+        return [float(t) for t in tau]
+    _check_tau(tau)
+    return [float(tau)] * batch
 
 
 def _as_float(name: str, value: Any) -> float:
@@ -505,8 +618,9 @@ def decoding_settings(*, tau, block_size, cache, cache_block_size, metric, metho
 def _validate(
     prompts, method, block_size, tau, cache, cache_block_size, metric, max_new_tokens, mask_token_id, stop_sequences
 ) -> None:
-    check_settings(method, block_size, tau, cache, cache_block_size, metric, max_new_tokens)
-    if method in ("mars", "block_diffusion") and mask_token_id is None:
+    check_settings(method, block_size, 1.0, cache, cache_block_size, metric, max_new_tokens)
+    row_taus(tau, len(prompts))
+    if method in NEEDS_MASK and mask_token_id is None:
         raise ValueError(f"method {method!r} needs mask_token_id")
     if not prompts:
         raise ValueError("prompts is empty: pass at least one tokenized prompt")
@@ -524,7 +638,7 @@ def generate(
     *,
     method: str = "mars",
     block_size: int = 4,
-    tau: float = 1.0,
+    tau: float | list[float] | torch.Tensor = 1.0,
     cache: str = "cursor",
     cache_block_size: int = 32,
     metric: str = "probability",
@@ -540,13 +654,18 @@ def generate(
 
     method: "ar" (one token per forward, KV cache per ``cache``), "mars" (sliding window of ``block_size``
     predictions, B-1 masks, acceptance by ``metric`` >= ``tau``; tau == 1.0 is one-token mode = greedy AR),
-    "jacobi" (window of block_size, exact), "block_diffusion" (BD3-LM style model, block size ``block_size``;
-    always recomputes, ``cache`` is ignored). ``stats``, if given, gets ``model_calls`` (batched forward calls).
+    "mars_lossless" (self-speculative MARS: the masks' predictions at confidence >= tau are drafts, verified by the
+    next forward against the model's own AR predictions; output exactly greedy AR's), "jacobi" (window of
+    block_size, exact), "block_diffusion" (BD3-LM style model, block size ``block_size``; always recomputes,
+    ``cache`` is ignored). ``tau`` is a number or one value per prompt (a row decodes as it would alone).
+    ``stats``, if given, gets ``model_calls`` (batched forward calls) and, for mars_lossless, ``drafts`` (drafts
+    fed for verification) and ``accepted_drafts``.
     Stop sequences are matched against the generated tokens only and are kept in the output. The model is put in
     eval mode for the call (its previous mode is restored) and run under torch.inference_mode()."""
     _validate(
         prompts, method, block_size, tau, cache, cache_block_size, metric, max_new_tokens, mask_token_id, stop_sequences
     )
+    taus = row_taus(tau, len(prompts))
     if isinstance(eos_token_ids, int):
         eos_token_ids = [eos_token_ids]
     eos = {int(t) for t in (eos_token_ids or [])}
@@ -567,14 +686,13 @@ def generate(
                 from mars.decoding_bd import _BDRow, bd_decode_loop
 
                 bd_rows = [
-                    _BDRow(i, list(map(int, p)), len(p), max_new_tokens, [], [], done=max_new_tokens == 0)
-                    for i, p in enumerate(prompts)
+                    _BDRow(i, list(map(int, p)), len(p), max_new_tokens, [], [], done=max_new_tokens == 0, tau=t)
+                    for i, (p, t) in enumerate(zip(prompts, taus))
                 ]
                 bd_decode_loop(
                     model,
                     bd_rows,
                     B=block_size,
-                    tau=tau,
                     metric=metric,
                     eos=eos,
                     stops=stops,
@@ -594,8 +712,8 @@ def generate(
                 return results
 
             rows = [
-                _Row(i, list(map(int, p)), len(p), max_new_tokens, list(map(int, p)), done=max_new_tokens == 0)
-                for i, p in enumerate(prompts)
+                _Row(i, list(map(int, p)), len(p), max_new_tokens, list(map(int, p)), done=max_new_tokens == 0, tau=t)
+                for i, (p, t) in enumerate(zip(prompts, taus))
             ]
             for r in rows:
                 r.guesses = [r.tokens[-1]] * (block_size - 1)
@@ -603,7 +721,6 @@ def generate(
                 model,
                 method,
                 block_size,
-                tau,
                 cache,
                 cache_block_size,
                 metric,

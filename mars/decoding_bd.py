@@ -27,6 +27,7 @@ class _BDRow:
     out_steps: list[int] = field(default_factory=list)
     forwards: int = 0
     done: bool = False
+    tau: float = 1.0  # this row's threshold (tau is per request)
 
 
 def _bd_new_block(row: _BDRow, B: int) -> None:
@@ -67,7 +68,6 @@ def bd_decode_loop(
     rows: list[_BDRow],
     *,
     B: int,
-    tau: float,
     metric: str,
     eos: set[int],
     stops: list[list[int]],
@@ -79,11 +79,11 @@ def bd_decode_loop(
     bar=None,
 ) -> None:
     """Decode block by block. In a block, each forward unmasks every eligible masked position with confidence >=
-    tau and at least the single most confident one (tau >= 1: exactly that one). Eligible = still masked, inside
-    the token budget and before the first EOS unmasked so far in the block (positions after an EOS are discarded,
-    so they are not decoded; they stay masks in the input). Unmasked tokens are never re-masked, so the contiguous
-    filled prefix of the generation is final: it is scanned left to right for EOS / stop sequences, which end the
-    row there (anything after is discarded)."""
+    the row's tau and at least the single most confident one (tau >= 1: exactly that one). Eligible = still
+    masked, inside the token budget and before the first EOS unmasked so far in the block (positions after an EOS
+    are discarded, so they are not decoded; they stay masks in the input). Unmasked tokens are never re-masked, so
+    the contiguous filled prefix of the generation is final: it is scanned left to right for EOS / stop sequences,
+    which end the row there (anything after is discarded)."""
     active = [r for r in rows if not r.done]
     for r in active:
         _bd_new_block(r, B)
@@ -106,7 +106,7 @@ def bd_decode_loop(
             # eligible is non-empty: a row without eligible positions has finished or moved on (below)
             cands = [(conf[i][off + j], j) for j in eligible]
             best = max(cands, key=lambda cj: (cj[0], -cj[1]))[1]
-            chosen = {best} if tau >= 1.0 else {j for c, j in cands if c >= tau} | {best}
+            chosen = {best} if r.tau >= 1.0 else {j for c, j in cands if c >= r.tau} | {best}
             for j in sorted(chosen):
                 r.block[j] = tok[i][off + j]
                 r.step_of[j] = r.forwards

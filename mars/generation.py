@@ -13,7 +13,7 @@ import torch
 from tqdm.auto import tqdm
 
 from mars.config import ConfigError
-from mars.decoding import decoding_settings, generate
+from mars.decoding import NEEDS_MASK, decoding_settings, generate
 
 
 @dataclass
@@ -156,7 +156,7 @@ def generate_text(
     if stop:
         decode_kwargs["stop_sequences"] = [tokenizer.encode(s, add_special_tokens=False) for s in stop]
     method = decode_kwargs.get("method", "mars")
-    if method in ("mars", "block_diffusion") and tokenizer.mask_token_id is None:
+    if method in NEEDS_MASK and tokenizer.mask_token_id is None:
         raise ConfigError(f"method {method} needs a mask token and the tokenizer has none")
     ids = encode_prompts(tokenizer, prompts, chat)
     results: list[TextGeneration] = []
