@@ -54,7 +54,7 @@ from mars import decoding
 
 log = logging.getLogger(__name__)
 
-NEEDS_MASK = ("mars", "block_diffusion")
+NEEDS_MASK = ("mars", "mars_lossless", "block_diffusion")
 MARS_ARGS = ("tau", "block_size", "cache", "cache_block_size", "metric", "method")
 
 

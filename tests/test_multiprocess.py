@@ -1,5 +1,6 @@
 """Data-parallel training: 2 processes (the train rule's `accelerate launch`, gloo on CPU) give the per-step losses
-of 1 process on the same global batch; effective_batch fixes the batch per optimizer step whatever the number of processes."""
+of 1 process on the same global batch; effective_batch fixes the batch per optimizer step whatever the number of
+processes."""
 
 import json
 import os
