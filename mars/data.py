@@ -9,6 +9,7 @@ conversation before the answer, for multi-turn SFT data) and ``response``; tiny-
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 from mars.config import ConfigError
@@ -65,15 +66,26 @@ def conversation_record(messages: list[dict]) -> dict | None:
 def export_hf_sft(world: dict, out: str | Path) -> dict:
     """The paper-scale SFT data (e.g. allenai/Dolci-Instruct-SFT, a ``messages`` column) as ``<out>/data/train.jsonl``.
 
-    Needs the hub (or a local mirror via HF_DATASETS_CACHE / HF_ENDPOINT); offline it fails with one clear line.
+    ``world.dataset`` is a hub id (needs the hub, or the offline cache of ``mars prefetch``) or a local folder (a
+    mirror: ``mars mirror``); a data set that cannot be loaded fails with one clear line.
     """
     from datasets import load_dataset
 
     out = Path(out)
-    try:
-        dataset = load_dataset(world["dataset"], split=world.get("split", "train"))
-    except Exception as exc:  # offline, unknown dataset, ...: one line, not a traceback
-        raise ConfigError(f"cannot load dataset {world['dataset']}: {str(exc).splitlines()[0]}") from exc
+    # A local folder (a mirror) is prepared in a private cache: `datasets` may otherwise reuse what it prepared from
+    # an earlier version of a folder at the same path and name (measured: a rebuilt mirror exported its old rows).
+    local = Path(world["dataset"]).expanduser().is_dir()
+    with tempfile.TemporaryDirectory(prefix="mars_world_dataset_") as private_cache:
+        try:
+            dataset = load_dataset(
+                world["dataset"], split=world.get("split", "train"), **({"cache_dir": private_cache} if local else {})
+            )
+        except Exception as exc:  # offline, unknown dataset, ...: one line, not a traceback
+            raise ConfigError(f"cannot load dataset {world['dataset']}: {str(exc).splitlines()[0]}") from exc
+        return _export_conversations(world, dataset, out)
+
+
+def _export_conversations(world: dict, dataset, out: Path) -> dict:
     if "messages" not in dataset.column_names:
         raise ConfigError(f"dataset {world['dataset']} has no 'messages' column")
     records = []

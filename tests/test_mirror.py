@@ -1,6 +1,7 @@
 """`mars mirror`: the local stand-ins of Qwen2.5-Instruct and Dolci-Instruct-SFT load like the hub ids, offline."""
 
 import json
+import shutil
 import socket
 
 import pytest
@@ -157,3 +158,19 @@ def test_cli_mirror_writes_one_shape_and_refuses_an_existing_folder(tmp_path, ca
     assert len(err) == 1 and "exists already" in err[0]
     assert main(["mirror", "--output", str(tmp_path / "n"), "--records", "5"]) == 2
     assert not (tmp_path / "n").exists() and not (tmp_path / "n.tmp").exists()
+
+
+def test_export_hf_sft_reads_a_regenerated_local_folder_afresh(tmp_path, no_network):
+    """A local data set folder rewritten with other records (a rebuilt mirror) is exported as it is now, never from
+    a `datasets` cache prepared from an earlier version of the folder."""
+    from mars.data import export_hf_sft, read_jsonl
+    from mars.mirror import write_dataset
+
+    folder = tmp_path / "datasets" / "Dolci-Instruct-SFT"
+    world = {"kind": "hf", "dataset": str(folder), "split": "train"}
+    for count in (20, 40):
+        shutil.rmtree(folder, ignore_errors=True)
+        write_dataset(folder, sft_records(count, seed=count))
+        out = tmp_path / f"world{count}"
+        assert export_hf_sft(world, out)["train_examples"] == count
+        assert len(read_jsonl(out / "data" / "train.jsonl")) == count
