@@ -291,6 +291,7 @@ def evaluate(
         PAPER_PRIMARY_METRIC,
         PAPER_TASKS,
         PRIMARY_METRIC,
+        paper_task_manager,
         paper_task_spec,
         resolve_tasks,
         write_task_dir,
@@ -387,13 +388,13 @@ def evaluate(
         if profile == "tiny":
             task_manager = TaskManager(include_path=task_dir, include_defaults=False)
         else:
-            task_manager = TaskManager()
+            task_manager = paper_task_manager()
             if harness_data is not None:  # the harness's own tasks, their data read from the local mirror
                 data_overrides = harness_mirror.write_redirected_tasks(
                     task_manager, [t for t, _ in selected], harness_data, task_dir, inline=(PAPER_TASKS["humaneval"],)
                 )
                 harness_mirror.quiet_override_notices()
-                task_manager = TaskManager(include_path=task_dir)
+                task_manager = paper_task_manager(include_path=task_dir)
 
         try:
             lm = MARSLM(

@@ -631,6 +631,24 @@ def test_paper_profile_names_known_to_the_harness():
     assert resolve_tasks(["gsm8k"], "paper") == [("gsm8k_cot_zeroshot", "gsm8k")]
 
 
+def test_the_paper_task_folders_hold_the_harness_own_definitions_of_every_paper_task():
+    """paper_task_manager indexes only PAPER_TASK_DIRS: every paper task and each of its subtasks must resolve to
+    the same YAML file (and kind) as in the harness's full index, and each group to the same subtasks."""
+    from lm_eval.tasks import TaskManager
+
+    from mars.eval_tasks import paper_task_manager
+    from mars.eval_tasks.mirror import harness_leaves
+
+    full, narrow = TaskManager(), paper_task_manager()
+    for name in PAPER_TASKS.values():
+        leaves = harness_leaves(full, name)
+        assert harness_leaves(narrow, name) == leaves
+        assert len(leaves) == {"bbh_cot_fewshot": 27, "mmlu_pro": 14}.get(name, 1)
+        for task in {name, *leaves}:
+            assert narrow.task_index[task].yaml_path == full.task_index[task].yaml_path, task
+            assert narrow.task_index[task].kind == full.task_index[task].kind, task
+
+
 def test_failure_leaves_no_partial_file(trained_tiny, tmp_path, monkeypatch):
     """A failure while the result is being written leaves no file (nor temporary file) and a FAILED MLflow run."""
     import mlflow

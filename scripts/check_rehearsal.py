@@ -1,0 +1,60 @@
+"""Check the outputs of an offline rehearsal (scripts/rehearsal.sh) of a paper config: every table and figure of
+the paper came out, with the columns of the published tiny-world run (docs/tiny_run/tables: the same tables, code
+and columns, so a column the paper configs lose shows here) and a value in every row of every benchmark column.
+
+    python scripts/check_rehearsal.py RESULTS/paper-0.5b-mirror/tables RESULTS/paper-0.5b-mirror/paper_figures
+Exit status 0 when complete; otherwise one line per problem.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "docs" / "tiny_run" / "tables"
+TABLES = ["table2", "table3", "table4", "table5", "table8", "table9", "ablations", "cost"]
+FIGURES = ["fig1_shaded_generation", "fig3_pareto", "fig6_acceptance_metrics", "fig_wallclock"]
+FAMILIES = ["ifeval", "bbh", "mmlu_pro", "gpqa", "gsm8k", "humaneval"]
+
+
+def problems(tables: Path, figures: Path) -> list[str]:
+    found = []
+    for name in TABLES:
+        path = tables / f"{name}.csv"
+        if not path.is_file():
+            found.append(f"{name}: missing ({path})")
+            continue
+        table, reference = pd.read_csv(path), pd.read_csv(REFERENCE / f"{name}.csv")
+        if table.empty:
+            found.append(f"{name}: no rows")
+        missing = [c for c in reference.columns if c not in table.columns]
+        if missing:
+            found.append(f"{name}: columns missing: {', '.join(missing)}")
+        for column in [c for c in [*FAMILIES, "avg", "avg_accuracy"] if c in table.columns]:
+            if table[column].isna().any():
+                found.append(f"{name}: column {column} has rows without a value")
+    for stem in FIGURES:
+        for suffix in (".png", ".pdf"):
+            path = figures / f"{stem}{suffix}"
+            if not path.is_file() or path.stat().st_size == 0:
+                found.append(f"figure {stem}{suffix}: missing or empty ({path})")
+    return found
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__.strip().splitlines()[3].strip(), file=sys.stderr)
+        return 2
+    found = problems(Path(argv[0]), Path(argv[1]))
+    for line in found:
+        print(line)
+    if not found:
+        print(f"rehearsal complete: {len(TABLES)} tables, {len(FIGURES)} figures")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
