@@ -1,27 +1,28 @@
 #!/usr/bin/env bash
-# CI: the smoke pipeline through a real single-node SLURM cluster (sbatch, srun, the Snakemake SLURM executor
-# plugin), checked against a local run of the same config: every job must have been a SLURM job and the tables
-# must be the same (wall-clock columns aside). The command is the one users type, plus the two flags a cluster
-# without slurmdbd needs.
+# CI: the offline rehearsal of both paper configs (scripts/rehearsal.sh: configs/paper-*.yaml on `mars mirror`'s
+# local stand-ins, sizes of configs/rehearsal.yaml), locally, and of the 0.5B config through a real single-node
+# SLURM cluster (sbatch, srun, the Snakemake SLURM executor plugin), checked against the local run: every job must
+# have been a SLURM job and the tables must be the same (wall-clock columns aside); then a failing rule inside SLURM
+# and its resubmission. (The tiny world's smoke pipeline runs in the test suite, tests/test_pipeline_smoke.py.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-SNAKEMAKE="$ROOT/.venv/bin/snakemake --snakefile $ROOT/Snakefile --configfile $ROOT/configs/smoke.yaml"
 LOCAL=$(mktemp -d /tmp/mars-ci-local.XXXX)
+LOCAL7=$(mktemp -d /tmp/mars-ci-local7b.XXXX)
 SLURM=$(mktemp -d /tmp/mars-ci-slurm.XXXX)
-export MLFLOW_TRACKING_URI="sqlite:///$LOCAL/mlflow.db" OMP_NUM_THREADS=1
+NAME=paper-0.5b-mirror
 
-echo "== local smoke run"
-timeout --signal=INT --kill-after=60 900 $SNAKEMAKE --directory "$LOCAL" --cores all --quiet > "$LOCAL/run.log" 2>&1 \
-  || { tail -50 "$LOCAL/run.log"; exit 1; }
+echo "== rehearsal of configs/paper-0.5b.yaml, local"
+MARS_REHEARSAL_OUT=$LOCAL timeout --signal=INT --kill-after=60 1200 bash scripts/rehearsal.sh 0.5b
+echo "== rehearsal of configs/paper-7b.yaml, local"
+MARS_REHEARSAL_OUT=$LOCAL7 timeout --signal=INT --kill-after=60 1200 bash scripts/rehearsal.sh 7b
 
-echo "== smoke run through SLURM"
+echo "== rehearsal of configs/paper-0.5b.yaml through SLURM"
 bash scripts/slurm_cluster.sh start
 trap 'bash scripts/slurm_cluster.sh stop' EXIT
-export MLFLOW_TRACKING_URI="sqlite:///$SLURM/mlflow.db"
-(cd "$SLURM" && timeout --signal=INT --kill-after=60 1500 $SNAKEMAKE --directory "$SLURM" --cores all \
-  --profile "$ROOT/slurm" --slurm-status-command squeue --slurm-init-seconds-before-status-checks 1) \
-  > "$SLURM/run.log" 2>&1 || { tail -80 "$SLURM/run.log"; exit 1; }
+cp -r "$LOCAL/mirror" "$SLURM/mirror"  # the same stand-ins (a mirror is rebuilt only where it is missing)
+sed -i "s#$LOCAL/mirror#$SLURM/mirror#g" "$SLURM/mirror/"*.yaml
+MARS_REHEARSAL_OUT=$SLURM timeout --signal=INT --kill-after=60 1800 bash scripts/rehearsal.sh 0.5b --slurm
 
 jobs=$(grep -c "^\[.*\]$\|^rule \|^localrule " "$SLURM/run.log" || true)
 submitted=$(grep -cE "submitted with SLURM jobid|SLURM jobid [0-9]+" "$SLURM/run.log" || true)
@@ -30,7 +31,8 @@ echo "SLURM jobs submitted: $submitted of $planned planned jobs (the target rule
 [ "$submitted" -ge $((planned - 1)) ] || { echo "not every job ran as a SLURM job"; exit 1; }
 
 echo "== a failing rule inside SLURM, then the resubmission"
-bash scripts/ci_slurm_failure.sh "$SLURM"
+bash scripts/ci_slurm_failure.sh "$SLURM" "$NAME" --configfile "$ROOT/configs/paper-0.5b.yaml" \
+  "$SLURM/mirror/$NAME.yaml" "$ROOT/configs/rehearsal.yaml"
 
 echo "== tables: local vs SLURM"
-.venv/bin/python scripts/compare_tables.py "$LOCAL/results/smoke/tables" "$SLURM/results/smoke/tables"
+.venv/bin/python scripts/compare_tables.py "$LOCAL/results/$NAME/tables" "$SLURM/results/$NAME/tables"

@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# CI, after a finished smoke run through SLURM in DIR (cluster running): a rule that fails inside SLURM makes the
-# workflow fail with the rule named, and the resubmission after the fix reuses every finished output.
-#   scripts/ci_slurm_failure.sh DIR
+# CI, after a finished run through SLURM in DIR (cluster running) of the experiment NAME with the given config
+# arguments: a rule that fails inside SLURM makes the workflow fail with the rule named, and the resubmission after
+# the fix reuses every finished output.
+#   scripts/ci_slurm_failure.sh DIR NAME --configfile CONFIG [CONFIG...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 DIR=$1
-SNAKEMAKE="$ROOT/.venv/bin/snakemake --snakefile $ROOT/Snakefile --configfile $ROOT/configs/smoke.yaml --directory $DIR
+NAME=$2
+shift 2
+SNAKEMAKE="$ROOT/.venv/bin/snakemake --snakefile $ROOT/Snakefile $* --directory $DIR
   --cores all --profile $ROOT/slurm --slurm-status-command squeue --slurm-init-seconds-before-status-checks 1"
-victim=$DIR/results/smoke/eval/mars_bidir_b4/mars-tau1-probability/gsm8k.json   # read only by the ablations table
-table=$DIR/results/smoke/tables/ablations.csv
+victim=$DIR/results/$NAME/eval/mars_bidir_b4/mars-tau1-probability/gsm8k.json   # read only by the ablations table
+table=$DIR/results/$NAME/tables/ablations.csv
 cp -p "$victim" "$DIR/victim.bak"
 echo "not json" > "$victim"          # break the table's input, then ask for the table again
 rm -f "$table"
 touch -r "$DIR/victim.bak" "$victim"  # same mtime: only the missing table is out of date
-if (cd "$DIR" && timeout --signal=INT --kill-after=60 600 $SNAKEMAKE results/smoke/tables/ablations.csv) > "$DIR/fail.log" 2>&1; then
+if (cd "$DIR" && timeout --signal=INT --kill-after=60 600 $SNAKEMAKE results/$NAME/tables/ablations.csv) > "$DIR/fail.log" 2>&1; then
   echo "the broken table rule did not fail the workflow"; exit 1
 fi
 grep -q "Error in rule table" "$DIR/fail.log" || { tail -40 "$DIR/fail.log"; echo "failure not reported with the rule named"; exit 1; }
