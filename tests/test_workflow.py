@@ -1,6 +1,7 @@
 """The Snakemake workflow: dry runs schedule the expected jobs; bad configs stop before any job runs."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -279,3 +280,11 @@ def test_a_train_job_with_several_gpus_is_launched_with_one_process_per_gpu():
     assert len(launched) == len(plain)
     expected = f"accelerate launch --num_processes 8 --num_machines 1 --config_file {fsdp} -m mars.cli train --job"
     assert all(expected in c for c in launched), launched[0]
+    # training.processes sets the count without GPUs (the rehearsal: 2 CPU processes over gloo)
+    two = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+    two.write("training:\n  processes: 2\n")
+    two.close()
+    cpu = train_commands(two.name)
+    os.unlink(two.name)
+    expected = f"accelerate launch --num_processes 2 --num_machines 1 --config_file {fsdp} -m mars.cli train --job"
+    assert len(cpu) == len(plain) and all(expected in c for c in cpu), cpu[0]
