@@ -72,8 +72,10 @@ def dual_stream_mask(
 def additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """[batch, q, k] boolean -> [batch, 1, q, k] float mask: 0 where allowed, the dtype's minimum elsewhere.
 
-    The finite minimum (not -inf) keeps rows with no allowed key (padding queries) finite instead of NaN.
+    The finite minimum (not -inf) keeps rows with no allowed key (padding queries) finite instead of NaN. It is
+    bf16's when that is larger: under bf16 autocast (fp32 weights, the Trainer's bf16) attention casts the mask to
+    bf16, where fp32's minimum becomes -inf, and fused CUDA kernels give NaN for a row of -inf.
     """
     mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    mask.masked_fill_(~allowed, max(torch.finfo(dtype).min, torch.finfo(torch.bfloat16).min))
     return mask[:, None, :, :]

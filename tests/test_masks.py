@@ -72,4 +72,15 @@ def test_additive_mask_values():
     mask = additive(allowed, torch.float32)
     assert mask.shape == (1, 1, 2, 2)
     assert mask[0, 0, 0, 0] == 0 and mask[0, 0, 1, 1] == 0
-    assert mask[0, 0, 0, 1] == torch.finfo(torch.float32).min
+    assert mask[0, 0, 0, 1] == torch.finfo(torch.bfloat16).min  # finite in fp32 and bf16 alike
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_additive_mask_stays_finite_in_the_autocast_dtypes(dtype):
+    """The Trainer's bf16 autocast keeps fp32 weights and casts the fp32 mask to bf16 inside attention: a masked
+    entry must stay finite there (fp32's minimum would become -inf), and still mask (softmax weight 0)."""
+    allowed = torch.tensor([[[True, False], [False, False]]])
+    mask = additive(allowed, dtype)
+    assert torch.isfinite(mask.to(torch.bfloat16 if dtype != torch.float16 else dtype)).all()
+    weights = torch.softmax(torch.zeros(2, dtype=torch.float32) + mask[0, 0, 0].float(), dim=-1)
+    assert weights.tolist() == [1.0, 0.0]
