@@ -12,7 +12,6 @@ properties. The report cross-checks each model's properties against its checkpoi
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -324,26 +323,13 @@ def train_job(config: dict, model: str) -> dict:
         "ar": ("block_size", "w_ar", "attention"),
         "block_diffusion": ("attention",),
     }.get(spec["method"], ())
+    # how the job is launched is not what it computes (the effective batch is the config's): the train rule hands
+    # these to mars.launch as resources, never in this param, so that they rerun nothing
+    launch = ("accelerate_config", "processes")
     # keys added later that are unset stay out too, so that adding them retrains nothing
-    unset = ("grad_accum", "effective_batch", "accelerate_config", "processes")
-    spec = {k: v for k, v in spec.items() if k not in unused and not (k in unset and v is None)}
+    unset = ("grad_accum", "effective_batch")
+    spec = {k: v for k, v in spec.items() if k not in unused and k not in launch and not (k in unset and v is None)}
     return {"model": model, "spec": spec, "mask_token": config["world"].get("mask_token"), "experiment": config["name"]}
-
-
-def train_launcher(gpus, accelerate_config: str | None, root: str | Path = ".", processes: int | None = None) -> str:
-    """The command that runs ``mars`` for a train job with ``gpus`` GPUs (the job's resource ``gpu``): plain
-    ``mars`` for one process, else ``accelerate launch`` with ``processes`` processes (default: one per GPU) and the
-    entry's accelerate config (a relative path is relative to ``root``, the repository). Without GPUs the processes
-    are CPU processes over gloo (accelerate's multi-GPU launcher is torchrun, which runs them as well; its ``--cpu``
-    flag would start one)."""
-    count = int(processes or gpus or 0)
-    if count <= 1:
-        return "mars"
-    if accelerate_config:
-        setup = f"--config_file {shlex.quote(str(Path(root) / accelerate_config))}"
-    else:
-        setup = "--multi_gpu"
-    return f"accelerate launch --num_processes {count} --num_machines 1 {setup} -m mars.cli"
 
 
 def bench_job(config: dict) -> dict:

@@ -15,7 +15,7 @@ import yaml
 from safetensors.torch import load_file
 
 from mars.config import ConfigError, TrainSpec, resolve_grad_accum
-from mars.experiments import train_launcher
+from mars.launch import train_launcher
 
 ROOT = Path(__file__).resolve().parents[1]
 

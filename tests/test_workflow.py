@@ -204,7 +204,8 @@ def test_offline_cache_runs_every_hub_reading_job_offline_after_one_prefetch(tmp
     ]
     assert {rule for rule, _ in compute} == {"world", "train", "evaluate", "evaluate_sweep", "bench"}
     for rule, block in compute:
-        command = re.search(r"^(.*mars (?:world|train|eval|bench) .*)$", block, re.M).group(1)
+        command = re.search(r"^(.*(?:mars|python -m mars\.launch [^)]*\)) (?:world|train|eval|bench) .*)$", block, re.M)
+        command = command.group(1)
         after = {"world": "mars world", "bench": "mars bench"}.get(rule, "OMP_NUM_THREADS")
         assert offline + after in command, (rule, command)
     # the prefetch is upstream: the world and every evaluation (the harness data) take its output as input
@@ -255,36 +256,47 @@ def test_paper_jobs_read_the_harness_mirror_as_a_param_and_an_input(tmp_path):
     assert str(mirror / "openai" / "gsm8k" / "main" / "test.jsonl") in stdout
 
 
-def test_a_train_job_with_several_gpus_is_launched_with_one_process_per_gpu():
-    """The job's resource `gpu` (slurm/config.yaml: MARS_SLURM_TRAIN_GPUS) decides the launch: plain `mars train`
-    for one GPU or none, `accelerate launch` with the entry's accelerate config for more."""
-    import tempfile
+def test_a_train_job_is_launched_by_its_processes_and_gpus_which_rerun_nothing(tmp_path):
+    """mars.launch decides the launch at run time: plain `mars train` for one process, `accelerate launch` with
+    the entry's accelerate config, one process per visible GPU (or training.processes), for more. None of it is in
+    the job's params: a new GPU or process count must not rerun a finished model."""
+    from mars.launch import train_launcher
 
     def train_commands(*extra):
-        with tempfile.TemporaryDirectory() as workdir:
-            proc = subprocess.run(
-                [*SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), "--directory", workdir, "-n", "-p"]
-                + ["--configfile", str(ROOT / "configs" / "paper-7b.yaml"), *extra],
-                cwd=workdir,
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
+        proc = subprocess.run(
+            [*SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "-n", "-p"]
+            + ["--configfile", str(ROOT / "configs" / "paper-7b.yaml"), *extra],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         return [line for line in proc.stdout.splitlines() if " train --job " in line]
 
-    plain = train_commands()
-    assert plain and all("OMP_NUM_THREADS=1 mars train --job" in c for c in plain)
+    def launched(command):
+        """What the printed command's $(python -m mars.launch ...) expands to, run as the job would run it."""
+        expression = re.search(r"\$\((python -m mars\.launch [^)]*)\)", command).group(1)
+        env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
+        out = subprocess.run(expression, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
     fsdp = ROOT / "configs" / "accelerate" / "fsdp-qwen2.yaml"
-    launched = train_commands("--set-resources", "train:gpu=8")
-    assert len(launched) == len(plain)
-    expected = f"accelerate launch --num_processes 8 --num_machines 1 --config_file {fsdp} -m mars.cli train --job"
-    assert all(expected in c for c in launched), launched[0]
-    # training.processes sets the count without GPUs (the rehearsal: 2 CPU processes over gloo)
-    two = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
-    two.write("training:\n  processes: 2\n")
-    two.close()
-    cpu = train_commands(two.name)
-    os.unlink(two.name)
-    expected = f"accelerate launch --num_processes 2 --num_machines 1 --config_file {fsdp} -m mars.cli train --job"
-    assert len(cpu) == len(plain) and all(expected in c for c in cpu), cpu[0]
+    plain = train_commands()
+    assert plain and all(launched(c) == "mars" for c in plain)  # no GPU here, no processes set
+    two = tmp_path / "two.yaml"
+    two.write_text("training:\n  processes: 2\n")
+    cpu = train_commands(str(two))
+    prefix = "accelerate launch --num_processes 2 --num_machines 1 --main_process_port "
+    suffix = f" --config_file {fsdp} -m mars.cli"
+    for command in cpu:
+        text = launched(command)
+        assert text.startswith(prefix) and text.endswith(suffix) and text[len(prefix) : -len(suffix)].isdigit()
+    # the job param (what Snakemake compares to rerun a job) is the same with 1 or 2 processes
+    assert len(cpu) == len(plain)
+    assert [c.split(" train ", 1)[1] for c in cpu] == [c.split(" train ", 1)[1] for c in plain]
+    # one process per GPU where the job sees GPUs
+    eight = train_launcher(8, "configs/accelerate/fsdp-qwen2.yaml", ROOT, None, port=29600)
+    assert eight == f"accelerate launch --num_processes 8 --num_machines 1 --main_process_port 29600{suffix}"
+    assert train_launcher(1, "configs/accelerate/fsdp-qwen2.yaml", ROOT) == "mars"

@@ -1,6 +1,13 @@
 # Stage 2: every model entry of the config is one training job (base -> AR SFT -> MARS and the ablations).
 
 
+def train_cores(model):
+    """The cores of a train job: torch threads per process (params.threads) x its CPU processes (the rehearsal's
+    training.processes)."""
+    spec = train_spec(config, model)
+    return (spec.threads or 1) * (spec.processes or 1)
+
+
 rule train:
     input:
         unpack(init_input),
@@ -10,17 +17,15 @@ rule train:
         job=lambda wildcards: X.as_param(X.train_job(config, wildcards.model)),
         init=lambda wildcards: init_path(wildcards.model),
         data=str(WORLD / "data"),
-        # training.processes, else one process per GPU of the job (its resource `gpu`, e.g. slurm/config.yaml's
-        # MARS_SLURM_TRAIN_GPUS)
-        mars=lambda wildcards, resources: X.train_launcher(
-            resources.get("gpu", 0),
-            train_spec(config, wildcards.model).accelerate_config,
-            workflow.basedir,
-            train_spec(config, wildcards.model).processes,
-        ),
+        threads=lambda wildcards: train_spec(config, wildcards.model).threads or 1,
     wildcard_constraints:
         model="|".join(config["models"]),
-    threads: lambda wildcards: train_spec(config, wildcards.model).threads or 1
+    # how the job is launched (mars/launch.py): resources, not params, so that a different GPU count or accelerate
+    # config never reruns a finished model (the effective batch is the config's whatever the processes)
+    resources:
+        processes=lambda wildcards: train_spec(config, wildcards.model).processes or 0,
+        accelerate_config=lambda wildcards: train_spec(config, wildcards.model).accelerate_config or "none",
+    threads: lambda wildcards: train_cores(wildcards.model)
     conda:
         "../../envs/train.yaml"
     log:
@@ -28,5 +33,6 @@ rule train:
     benchmark:
         str(BENCHMARKS / "train" / "{model}.tsv")
     shell:
-        "{OFFLINE_ENV}OMP_NUM_THREADS={threads} {params.mars} train --job {params.job:q} --init {params.init} --data {params.data}"
+        "{OFFLINE_ENV}OMP_NUM_THREADS={params.threads} $(python -m mars.launch {resources.processes}"
+        " {resources.accelerate_config}) train --job {params.job:q} --init {params.init} --data {params.data}"
         " --output {output} --results-dir {RESULTS_ROOT} --tag rule=train > {log} 2>&1"
