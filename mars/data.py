@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from mars.config import ConfigError
-from mars.fileio import write_text_atomic
+from mars.fileio import write_lines_atomic
 
 
 def prompt_messages(record: dict) -> list[dict]:
@@ -38,9 +39,9 @@ def read_jsonl(path: Path) -> list[dict]:
     return records
 
 
-def write_jsonl(path: Path, records: list[dict]) -> None:
-    """Atomic: the file appears complete or not at all."""
-    write_text_atomic(path, "".join(json.dumps(record, sort_keys=True) + "\n" for record in records))
+def write_jsonl(path: Path, records: Iterable[dict]) -> None:
+    """Atomic: the file appears complete or not at all. Streamed: records may be a generator."""
+    write_lines_atomic(path, (json.dumps(record, sort_keys=True) + "\n" for record in records))
 
 
 def load_records(data_dir: str | Path, split: str) -> list[dict]:
@@ -88,14 +89,19 @@ def export_hf_sft(world: dict, out: str | Path) -> dict:
 def _export_conversations(world: dict, dataset, out: Path) -> dict:
     if "messages" not in dataset.column_names:
         raise ConfigError(f"dataset {world['dataset']} has no 'messages' column")
-    records = []
-    for example in dataset:
-        record = conversation_record(example["messages"])
-        if record is not None:
-            records.append(record)
-        if world.get("max_examples") and len(records) >= world["max_examples"]:
-            break
-    if not records:
-        raise ConfigError(f"dataset {world['dataset']} has no usable conversations")
-    write_jsonl(out / "data" / "train.jsonl", records)
-    return {"train_examples": len(records), "dataset": world["dataset"]}
+    kept = 0
+
+    def usable():  # streamed to the file: Dolci's ~2M conversations are never all in memory
+        nonlocal kept
+        for example in dataset:
+            record = conversation_record(example["messages"])
+            if record is not None:
+                kept += 1
+                yield record
+            if world.get("max_examples") and kept >= world["max_examples"]:
+                return
+        if not kept:  # raised inside the writer: the file is not created
+            raise ConfigError(f"dataset {world['dataset']} has no usable conversations")
+
+    write_jsonl(out / "data" / "train.jsonl", usable())
+    return {"train_examples": kept, "dataset": world["dataset"]}

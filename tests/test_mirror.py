@@ -174,3 +174,20 @@ def test_export_hf_sft_reads_a_regenerated_local_folder_afresh(tmp_path, no_netw
         out = tmp_path / f"world{count}"
         assert export_hf_sft(world, out)["train_examples"] == count
         assert len(read_jsonl(out / "data" / "train.jsonl")) == count
+
+
+def test_export_hf_sft_without_a_usable_conversation_is_one_error_and_no_file(tmp_path, no_network):
+    """The export streams records to the file; a data set with no usable conversation (no assistant answer last)
+    is one error, and no train.jsonl (complete or partial) is left."""
+    from mars.config import ConfigError
+    from mars.data import export_hf_sft
+    from mars.mirror import write_dataset
+
+    folder = tmp_path / "datasets" / "unanswered"
+    records = [r for r in sft_records(20, seed=1)]
+    for r in records:
+        r["messages"] = r["messages"][:-1]  # drop the final assistant answer
+    write_dataset(folder, records)
+    with pytest.raises(ConfigError, match="no usable conversations"):
+        export_hf_sft({"kind": "hf", "dataset": str(folder), "split": "train"}, tmp_path / "world")
+    assert not list((tmp_path / "world").rglob("*.jsonl*")) if (tmp_path / "world").exists() else True

@@ -2,9 +2,6 @@
 # from the hub (the starting model is the hub checkpoint itself, downloaded by the training job).
 
 WORLD_OUTPUTS = {"data": str(WORLD / "data" / "train.jsonl")}
-# The hf world holds the whole SFT set in memory while it writes train.jsonl (Dolci: about 2M conversations):
-# more than the profile's default 4 GB. (--set-resources world:mem_mb=... overrides it.)
-WORLD_RESOURCES = {} if TINY else {"mem_mb": 48000}
 if TINY:
     WORLD_OUTPUTS.update(test=str(WORLD / "data" / "test.jsonl"), init=directory(str(WORLD / "init")))
     if config["world"]["pretrain_per_family"]:
@@ -16,8 +13,6 @@ rule world:
         PREFETCHED,
     output:
         **WORLD_OUTPUTS,
-    resources:
-        **WORLD_RESOURCES,
     params:
         out=str(WORLD),
         job=X.as_param(config["world"]),
