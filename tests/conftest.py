@@ -1,5 +1,6 @@
 import os
 import random
+import socket
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,33 @@ def trained_tiny(tmp_path_factory) -> dict:
         experiment="fixtures",
     )
     return {"world": world, "ar": root / "ar", "mars": root / "mars"}
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Any attempt to open a connection fails the test."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"network access attempted: {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+@pytest.fixture
+def offline_hub(no_network, monkeypatch):
+    """No network, and the Hugging Face libraries told so (as on an offline cluster)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def single_thread():
+    """One torch thread for a module's tests: with tiny models one intra-op thread is fastest, and on a shared
+    2-core machine OpenMP contention makes 2 threads up to ~40x slower. Restored afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

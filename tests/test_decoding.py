@@ -20,15 +20,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from mars import decoding
 from mars.decoding import Generation, generate
 
-
-@pytest.fixture(scope="module", autouse=True)
-def single_thread():
-    """Tiny models: one intra-op thread is fastest, and on a shared 2-core machine OpenMP contention makes 2
-    threads up to ~40x slower. Restored afterwards for other test modules."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 PAD, MASK, EOS = 0, 1, 2  # special ids of the synthetic task (the random model gets its EOS by search)

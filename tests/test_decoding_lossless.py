@@ -20,13 +20,7 @@ from tests.test_decoding import (
     trained_model,
 )
 
-
-@pytest.fixture(scope="module", autouse=True)
-def single_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def mixed_prompts() -> list[list[int]]:

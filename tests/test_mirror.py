@@ -2,26 +2,12 @@
 
 import json
 import shutil
-import socket
 
 import pytest
 
 from mars.mirror import DEFAULT_SYSTEM_PROMPT, SHAPES, build_mirror, sft_records
 
 RECORDS = 60
-
-
-@pytest.fixture
-def no_network(monkeypatch):
-    """Any attempt to open a connection fails the test."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"network access attempted: {args}")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +22,7 @@ def model_dir(mirror, key):
 
 
 @pytest.mark.parametrize("key,tied", [("0.5b", True), ("7b", False)])
-def test_snapshot_loads_by_path_offline_like_a_hub_checkpoint(mirror, key, tied, no_network):
+def test_snapshot_loads_by_path_offline_like_a_hub_checkpoint(mirror, key, tied, offline_hub):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -55,7 +41,7 @@ def test_snapshot_loads_by_path_offline_like_a_hub_checkpoint(mirror, key, tied,
     assert sorted(gen.eos_token_id) == sorted(tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"]))
 
 
-def test_special_tokens_are_qwens_and_have_embedding_rows(mirror, no_network):
+def test_special_tokens_are_qwens_and_have_embedding_rows(mirror, offline_hub):
     from transformers import AutoConfig, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir(mirror, "0.5b"))
@@ -77,7 +63,7 @@ def test_special_tokens_are_qwens_and_have_embedding_rows(mirror, no_network):
         assert max(ids) < len(tokenizer) < rows  # padded embedding rows beyond the tokenizer, as Qwen's
 
 
-def test_chat_template_renders_chatml_with_qwens_default_system_prompt(mirror, no_network):
+def test_chat_template_renders_chatml_with_qwens_default_system_prompt(mirror, offline_hub):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir(mirror, "7b"))
@@ -102,7 +88,7 @@ def test_chat_template_renders_chatml_with_qwens_default_system_prompt(mirror, n
     )
 
 
-def test_sft_data_set_loads_offline_in_dolcis_schema(mirror, no_network):
+def test_sft_data_set_loads_offline_in_dolcis_schema(mirror, offline_hub):
     from datasets import load_dataset
     from transformers import AutoTokenizer
 
@@ -126,7 +112,7 @@ def test_sft_data_set_loads_offline_in_dolcis_schema(mirror, no_network):
     assert 0 < too_long < len(rows) // 5  # the max_length filter has something to drop, and most stay
 
 
-def test_export_hf_sft_reads_the_mirror(mirror, tmp_path, no_network):
+def test_export_hf_sft_reads_the_mirror(mirror, tmp_path, offline_hub):
     """The world rule's path: `mars world` of an hf world whose data set is the mirror folder."""
     from datasets import load_dataset
 
@@ -160,7 +146,7 @@ def test_cli_mirror_writes_one_shape_and_refuses_an_existing_folder(tmp_path, ca
     assert not (tmp_path / "n").exists() and not (tmp_path / "n.tmp").exists()
 
 
-def test_export_hf_sft_reads_a_regenerated_local_folder_afresh(tmp_path, no_network):
+def test_export_hf_sft_reads_a_regenerated_local_folder_afresh(tmp_path, offline_hub):
     """A local data set folder rewritten with other records (a rebuilt mirror) is exported as it is now, never from
     a `datasets` cache prepared from an earlier version of the folder."""
     from mars.data import export_hf_sft, read_jsonl
@@ -176,7 +162,7 @@ def test_export_hf_sft_reads_a_regenerated_local_folder_afresh(tmp_path, no_netw
         assert len(read_jsonl(out / "data" / "train.jsonl")) == count
 
 
-def test_export_hf_sft_without_a_usable_conversation_is_one_error_and_no_file(tmp_path, no_network):
+def test_export_hf_sft_without_a_usable_conversation_is_one_error_and_no_file(tmp_path, offline_hub):
     """The export streams records to the file; a data set with no usable conversation (no assistant answer last)
     is one error, and no train.jsonl (complete or partial) is left."""
     from mars.config import ConfigError

@@ -3,7 +3,6 @@ the network. No test here reaches the hub."""
 
 import json
 import re
-import socket
 from pathlib import Path
 
 import pytest
@@ -13,15 +12,6 @@ from mars.config import ConfigError, validate
 from mars.offline import fetch_plan, offline_env, prefetch, prefetch_job
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def no_network(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"network access attempted: {args}")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
 
 
 def paper_config() -> dict:

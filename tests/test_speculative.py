@@ -15,13 +15,7 @@ from mars import speculative
 from mars.speculative import Stream, speculative_generate, verify_forward, verify_layout
 from tests.test_decoding import EOS, MASK, NOISE, TRAINED_PROMPTS, hf_greedy, make_model, random_setup, trained_model
 
-
-@pytest.fixture(scope="module", autouse=True)
-def single_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 class CountingModel(torch.nn.Module):
