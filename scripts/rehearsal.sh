@@ -20,7 +20,7 @@ BIN=${MARS_BIN:-$ROOT/.venv/bin}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export MLFLOW_TRACKING_URI=${MLFLOW_TRACKING_URI:-sqlite:///$OUT/mlflow.db}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-[[ -d "$OUT/mirror" ]] || "$BIN/mars" mirror --output "$OUT/mirror" --shape "$shape" --records 100 > "$OUT/mirror.log" 2>&1
+[[ -d "$OUT/mirror" ]] || "$BIN/mars" mirror --output "$OUT/mirror" --shape "$shape" --records 40 > "$OUT/mirror.log" 2>&1
 name=paper-$shape-mirror
 echo "== rehearsal of configs/paper-$shape.yaml in $OUT ${profile:+(SLURM)}"
 (cd "$OUT" && "$BIN/snakemake" --snakefile "$ROOT/Snakefile" --directory "$OUT" --cores all "${profile[@]}" \
