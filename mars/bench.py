@@ -147,34 +147,52 @@ class Runner:
 
 
 def forward_costs(
-    model, prompts: list[list[int]], batch_size: int, window: int, mask_id: int, pad_id: int, reps: int
-) -> tuple[float, float]:
-    """Median seconds of one cached forward of 1 token and of ``window`` tokens per row, same batch and context."""
-    batch = prompts[:batch_size]
+    model,
+    prompts: list[list[int]],
+    batch_size: int,
+    window: int,
+    mask_id: int,
+    pad_id: int,
+    *,
+    context: int = 0,
+    reps: int = 40,
+) -> dict:
+    """Seconds of one cached forward of 1 token and of ``window`` tokens per row (1 real token + window - 1 masks),
+    same batch and cache: the prompts each grown by ``context`` tokens (the middle of a decode, where its forwards
+    are on average). The two widths alternate over ``reps`` pairs on one cache, so that machine drift hits both
+    alike; a single forward is milliseconds, so one pair says little and the medians of many are reported, with
+    their 25th and 75th percentiles."""
+    batch = [list(p) + (list(p) * (context // max(len(p), 1) + 1))[:context] for p in prompts[:batch_size]]
     device = next(model.parameters()).device
-    times = {1: [], window: []}
     with torch.inference_mode():
-        for _ in range(reps + 1):
-            for width in (1, window):
-                rows = [
-                    _Row(index=i, tokens=list(p), n_prompt=len(p), budget=10**6, uncached=list(p))
-                    for i, p in enumerate(batch)
-                ]
-                kv = KVCache(model, len(rows), next(model.parameters()).device)
-                _, valid = window_forward(
-                    model, kv, rows, torch.zeros(len(rows), 0, dtype=torch.long, device=device), pad_id
-                )
-                kv.commit(valid, keep=valid.shape[1])
-                for r in rows:  # the window: one real token (the last accepted) + width-1 masks
-                    r.uncached = [r.tokens[-1]]
-                    r.tokens.append(r.tokens[-1])
+        rows = [
+            _Row(index=i, tokens=list(p), n_prompt=len(p), budget=10**6, uncached=list(p)) for i, p in enumerate(batch)
+        ]
+        kv = KVCache(model, len(rows), device)
+        empty = torch.zeros(len(rows), 0, dtype=torch.long, device=device)
+        _, valid = window_forward(model, kv, rows, empty, pad_id)
+        kv.commit(valid, keep=valid.shape[1])  # the context, cached once; each timed forward is cropped again
+        cached = kv.length
+        last = [r.tokens[-1] for r in rows]
+        times: dict[int, list[float]] = {1: [], window: []}
+        for rep in range(reps + 2):  # the first two pairs warm up
+            for width in (1, window) if rep % 2 else (window, 1):
+                for r, token in zip(rows, last):
+                    r.uncached = [token]
                 tail = torch.full((len(rows), width - 1), mask_id, dtype=torch.long, device=device)
                 _sync(model)
                 start = time.perf_counter()
                 window_forward(model, kv, rows, tail, pad_id)
                 _sync(model)
-                times[width].append(time.perf_counter() - start)
-    return statistics.median(times[1][1:]), statistics.median(times[window][1:])
+                if rep >= 2:
+                    times[width].append(time.perf_counter() - start)
+                kv.cache.crop(cached - kv.cache.get_seq_length())  # forget the timed forward (negative count)
+
+    def quartiles(values: list[float]) -> tuple[float, float, float]:
+        q = statistics.quantiles(values, n=4)
+        return q[0], statistics.median(values), q[2]
+
+    return {"t1": quartiles(times[1]), "tw": quartiles(times[window])}
 
 
 def run_bench(
@@ -197,6 +215,7 @@ def run_bench(
     harness_data: str | None = None,
     dtype: str = "auto",
     device: str | None = None,
+    forward_reps: int = 40,
 ) -> list[dict]:
     """The benchmark (module docstring); its settings' defaults are the config schema's (``bench`` section)."""
     if threads:
@@ -256,6 +275,9 @@ def run_bench(
             tokens = runs[0][1]
             tps = statistics.median(r[1] / r[0] for r in runs)
             forwards = runs[0][2]
+            # the spread: each repetition's speed-up over the AR pass of the same repetition (interleaved, so both
+            # saw the same state of the machine)
+            paired = [(r[1] / r[0]) / (a[1] / a[0]) for r, a in zip(runs, measured["ar_hf_kv"])]
             rows.append(
                 {
                     "batch_size": batch_size,
@@ -264,15 +286,25 @@ def run_bench(
                     "time_s": seconds,
                     "tokens_per_s": tps,
                     "speedup_vs_ar_kv": tps / ar_tps,
+                    "speedup_min": min(paired),
+                    "speedup_max": max(paired),
                     "time_vs_ar_kv": seconds / ar_seconds,
                     "tokens_per_forward": tokens / forwards if forwards else None,
                 }
             )
         cursor = next(r for r in rows if r["batch_size"] == batch_size and r["setting"] == "mars_cursor")
         window = math.ceil(cursor["tokens_per_forward"]) + block_size - 1
-        t1, tw = forward_costs(
-            model, prompt_ids, batch_size, window, tokenizer.mask_token_id, tokenizer.pad_token_id, reps=max(5, reps)
+        costs = forward_costs(
+            model,
+            prompt_ids,
+            batch_size,
+            window,
+            tokenizer.mask_token_id,
+            tokenizer.pad_token_id,
+            context=cursor["tokens"] // (2 * len(prompt_ids)),  # half of a row's generated tokens
+            reps=forward_reps,
         )
+        (t1_lo, t1, t1_hi), (tw_lo, tw, tw_hi) = costs["t1"], costs["tw"]
         ideal = cursor["tokens_per_forward"] * t1 / tw
         cursor.update(
             {
@@ -280,7 +312,12 @@ def run_bench(
                 "t_window_s": tw,
                 "window_tokens": window,
                 "ideal_speedup": ideal,
+                # the ideal's range from the forward costs' quartiles (lowest: slow 1-token, fast window forwards)
+                "ideal_min": cursor["tokens_per_forward"] * t1_lo / tw_hi,
+                "ideal_max": cursor["tokens_per_forward"] * t1_hi / tw_lo,
                 "decode_efficiency": cursor["speedup_vs_ar_kv"] / ideal,
+                "decode_efficiency_min": cursor["speedup_min"] / ideal,
+                "decode_efficiency_max": cursor["speedup_max"] / ideal,
             }
         )
     bar.close()
@@ -293,13 +330,19 @@ def run_bench(
         "time_s",
         "tokens_per_s",
         "speedup_vs_ar_kv",
+        "speedup_min",
+        "speedup_max",
         "time_vs_ar_kv",
         "tokens_per_forward",
         "t_1token_s",
         "t_window_s",
         "window_tokens",
         "ideal_speedup",
+        "ideal_min",
+        "ideal_max",
         "decode_efficiency",
+        "decode_efficiency_min",
+        "decode_efficiency_max",
     ]
     table = io.StringIO(newline="")
     writer = csv.DictWriter(table, fieldnames=fields)
@@ -315,6 +358,7 @@ def run_bench(
         "device": str(next(model.parameters()).device),
         "max_new_tokens": max_new_tokens,
         "reps": reps,
+        "forward_reps": forward_reps,
         "family": family,
         "machine": machine_info(),
         "rows": rows,

@@ -153,6 +153,7 @@ BENCH_SETTINGS = (
     "num_prompts",
     "tau",
     "reps",
+    "forward_reps",
     "max_new_tokens",
     "block_size",
     "threads",
@@ -314,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--tau", type=float)
     bench.add_argument("--block-size", type=int, help="default: the trained block size")
     bench.add_argument("--reps", type=int)
+    bench.add_argument("--forward-reps", type=int, help="timed forward pairs of the decode-efficiency ideal")
     bench.add_argument("--max-new-tokens", type=int)
     bench.add_argument("--threads", type=int, help="torch threads (they decide the measurement; schema default)")
     bench.add_argument("--prompts", help="world (--data's test.jsonl) | gsm8k (the harness's GSM8K test questions)")

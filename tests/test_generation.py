@@ -160,6 +160,10 @@ def test_bench_writes_table5_data(trained_tiny, tmp_path, capsys):
             assert float(r["speedup_vs_ar_kv"]) == pytest.approx(1.0)
         if r["setting"] == "mars_cursor":
             assert 0 < float(r["decode_efficiency"]) and float(r["ideal_speedup"]) > 0
+            # the ideal's range comes from the quartiles of the two forward costs: it brackets the median ideal
+            assert float(r["ideal_min"]) <= float(r["ideal_speedup"]) <= float(r["ideal_max"])
+            assert float(r["decode_efficiency_min"]) <= float(r["decode_efficiency_max"])
+        assert float(r["speedup_min"]) <= float(r["speedup_max"])
     # same prompts, same greedy decisions: every MARS cache generates the same number of tokens
     for b in ("1", "2"):
         counts = {
@@ -262,3 +266,29 @@ def test_a_corrupt_checkpoint_is_one_error_line(trained_tiny, tmp_path, capsys, 
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert len(err) == 1 and err[0].startswith(f"error: cannot load checkpoint {model}"), err
+
+
+def test_forward_costs_time_every_forward_against_the_same_context(trained_tiny):
+    """Each timed forward is cropped from the cache again: every one of them sees the context it was asked for
+    (prompt + ``context`` tokens), not the timed forwards before it, and the widths are fed as asked."""
+    from mars.bench import forward_costs
+
+    model, tokenizer = load_model(str(trained_tiny["mars"]))
+    seen = []
+    original = model.forward
+
+    def spy(*args, **kwargs):
+        cache = kwargs.get("past_key_values")
+        seen.append((cache.get_seq_length() if cache is not None else 0, kwargs["input_ids"].shape[1]))
+        return original(*args, **kwargs)
+
+    model.forward = spy
+    prompts = [[5, 6, 7, 8, 9], [5, 6, 7]]
+    costs = forward_costs(model, prompts, 2, 6, tokenizer.mask_token_id, tokenizer.pad_token_id, context=4, reps=4)
+    prefill, *timed = seen
+    assert prefill == (0, 5 + 4)  # the longer prompt + 4 context tokens, the shorter one left-padded
+    assert len(timed) == 2 * (4 + 2) and {length for length, _ in timed} == {9}
+    assert sorted({width for _, width in timed}) == [1, 6]
+    for name in ("t1", "tw"):
+        lo, mid, hi = costs[name]
+        assert 0 < lo <= mid <= hi
