@@ -170,7 +170,7 @@ def test_bench_writes_table5_data(trained_tiny, tmp_path, capsys):
             and r["setting"] not in ("mars_tau1", "mars_lossless")
         }
         assert len(counts) == 1
-        # lossless MARS: exactly the greedy tokens (tests/test_bench_lossless.py compares the tokens themselves)
+        # lossless MARS: exactly the greedy tokens (tests/test_lossless_jobs.py compares the tokens themselves)
         greedy = {r["setting"]: r["tokens"] for r in rows if r["batch_size"] == b}
         assert greedy["mars_lossless"] == greedy["mars_tau1"]
     meta = json.loads((out / "bench.json").read_text())
