@@ -12,6 +12,7 @@ Settings, all greedy on the same model and prompts:
   mars_none         MARS at tau, no cache (every step re-runs the prefix)
   mars_block_C      MARS at tau, the paper's block-level cache with cache block size C
   mars_cursor       MARS at tau, the exact per-sequence cursor cache
+  mars_lossless     lossless self-speculative MARS at tau, cursor cache: exactly the greedy tokens (our addition)
   prompt_lookup     Hugging Face prompt-lookup decoding (``prompt_lookup_num_tokens``): the peer a user would
                     pick instead; transformers' assisted generation takes one sequence at a time, so a batch is
                     decoded sequence by sequence
@@ -79,7 +80,7 @@ class Runner:
         for start in range(0, len(self.prompts), batch_size):
             yield self.prompts[start : start + batch_size]
 
-    def ours(self, batch_size: int, *, tau: float, cache: str, cache_block_size: int = 32):
+    def ours(self, batch_size: int, *, tau: float, cache: str, cache_block_size: int = 32, method: str = "mars"):
         tokens = forwards = 0
         _sync(self.model)
         start = time.perf_counter()
@@ -88,7 +89,7 @@ class Runner:
             outs = generate(
                 self.model,
                 batch,
-                method="mars",
+                method=method,
                 block_size=self.block_size,
                 tau=tau,
                 cache=cache,
@@ -254,6 +255,7 @@ def run_bench(
             for c in cache_block_sizes
         },
         "mars_cursor": lambda b: runner.ours(b, tau=tau, cache="cursor"),
+        "mars_lossless": lambda b: runner.ours(b, tau=tau, cache="cursor", method="mars_lossless"),
         "prompt_lookup": lambda b: runner.prompt_lookup(b),
     }
     rows: list[dict] = []

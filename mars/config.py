@@ -165,6 +165,7 @@ def check_model_references(config: dict) -> None:
         "bench.model": config["bench"]["model"],
         **{f"report.rows.{role}": name for role, name in config["report"]["rows"].items()},
         **{f"eval.sweep_models[{i}]": name for i, name in enumerate(config["eval"]["sweep_models"] or [])},
+        **{f"eval.lossless_models[{i}]": name for i, name in enumerate(config["eval"]["lossless_models"] or [])},
     }
     for key, name in refs.items():
         if name not in models and not (key == "report.base_model" and name == "world"):
@@ -174,7 +175,7 @@ def check_model_references(config: dict) -> None:
     window = {
         "eval.metric_model": config["eval"]["metric_model"],
         "bench.model": config["bench"]["model"],
-        **{k: v for k, v in refs.items() if k.startswith("eval.sweep_models")},
+        **{k: v for k, v in refs.items() if k.startswith(("eval.sweep_models", "eval.lossless_models"))},
     }
     for key, name in window.items():
         if models[name]["method"] != "mars":

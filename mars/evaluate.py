@@ -110,7 +110,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache", default=None, help="none | cursor | block")
     parser.add_argument("--cache-block-size", type=int, default=None)
     parser.add_argument("--metric", default=None, help="probability | entropy | margin")
-    parser.add_argument("--method", default=None, help="mars | ar | jacobi | block_diffusion (default: mars)")
+    parser.add_argument(
+        "--method", default=None, help="mars | mars_lossless | ar | jacobi | block_diffusion (default: mars)"
+    )
     parser.add_argument("--limit", type=int, default=None, help="first N documents of each harness task")
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--max-gen-toks", type=int, default=None)
@@ -325,7 +327,7 @@ def evaluate(
     trained_block = trained_block_size(model_path)
     if block_size is None:
         block_size = default_window(model_path, method) or 1
-    elif method in ("mars", "block_diffusion") and trained_block and block_size != trained_block:
+    elif method in ("mars", "mars_lossless", "block_diffusion") and trained_block and block_size != trained_block:
         print(
             f"[mars eval] decoding with an explicit window of {block_size}; {model_path.name} was trained with "
             f"block size {trained_block}",

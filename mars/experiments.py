@@ -21,7 +21,10 @@ from mars.world.tasks import FAMILIES  # the six benchmarks, in the paper's colu
 # The tau sweep (Table 8, Figures 3 and 6) evaluates these two only, as the paper does.
 SWEEP_FAMILIES = ("gsm8k", "humaneval")
 KIND_FAMILIES = {"eval": FAMILIES, "sweep": SWEEP_FAMILIES}
-DECODE_METHODS = ("ar", "mars", "jacobi", "block_diffusion")
+DECODE_METHODS = ("ar", "mars", "jacobi", "block_diffusion", "mars_lossless")
+# Lossless self-speculative MARS (our addition, docs/method.md): exactly the greedy AR output, several tokens per
+# forward. Table 8 and Figure 3 show it beside the MARS sweep (``eval.lossless_models``), Table 5 times it.
+LOSSLESS = "mars_lossless"
 ACCEPTANCE_METRICS = ("probability", "entropy", "margin")
 TABLES = ("table2", "table3", "table4", "table5", "table8", "table9", "ablations", "cost")
 
@@ -146,6 +149,19 @@ def sweep_models(config: dict) -> list[str]:
     return list(chosen) if chosen is not None else block_models(config)
 
 
+def lossless_models(config: dict) -> list[str]:
+    """The models decoded losslessly in the sweep (``eval.lossless_models``; null: the benchmark's model)."""
+    chosen = config["eval"]["lossless_models"]
+    return list(chosen) if chosen is not None else [config["bench"]["model"]]
+
+
+def lossless_settings(config: dict, model: str) -> list[Setting]:
+    """A model decoded losslessly at the sweep's taus below 1.0, on the sweep's tasks. (At tau 1.0 it proposes no
+    drafts: it is plain greedy decoding, the same forwards and tokens as the MARS row at tau 1.0, so no job.)"""
+    taus = [float(t) for t in config["eval"]["sweep_taus"] if t < 1.0]
+    return [Setting(model, LOSSLESS, tau, config["eval"]["metric"], "sweep") for tau in taus]
+
+
 def table_rows(config: dict, table: str) -> list[Row]:
     """The rows of one table (Table 5 and the cost table read the benchmark and Snakemake's own measurements)."""
     rows = config["report"]["rows"]
@@ -184,15 +200,17 @@ def table_rows(config: dict, table: str) -> list[Row]:
             if trained_properties(config, m)["w_ar"] > 0
         ]
     if table == "table8":
-        return [
-            Row(
-                m,
-                _at(config, m, tau, "sweep"),
-                keys={"block_size": trained_properties(config, m)["block_size"], "sft_loss": _sft_loss(config, m)},
-            )
-            for m in sweep_models(config)
-            for tau in config["eval"]["sweep_taus"]
-        ]
+        # each sweep model's MARS rows, then its lossless rows if it has them; then lossless models outside the sweep
+        lossless = lossless_models(config)
+        models = list(dict.fromkeys(sweep_models(config) + lossless))
+        out = []
+        for m in models:
+            keys = {"block_size": trained_properties(config, m)["block_size"], "sft_loss": _sft_loss(config, m)}
+            if m in sweep_models(config):
+                out += [Row(m, _at(config, m, tau, "sweep"), keys=keys) for tau in config["eval"]["sweep_taus"]]
+            if m in lossless:
+                out += [Row(m, s, keys=keys) for s in lossless_settings(config, m)]
+        return out
     if table == "table9":
         ar = rows["ar_sft"]
         return [
@@ -280,7 +298,7 @@ def decoding_block_size(config: dict, model: str, method: str) -> int:
     plain AR decoding has none (1)."""
     if method == "jacobi":
         return config["eval"]["jacobi_block_size"]
-    if method in ("mars", "block_diffusion"):
+    if method in ("mars", LOSSLESS, "block_diffusion"):
         props = trained_properties(config, model)
         if props["block_size"] is None:
             raise ConfigError(

@@ -151,7 +151,7 @@ def test_bench_writes_table5_data(trained_tiny, tmp_path, capsys):
     )
     assert code == 0
     rows = list(csv.DictReader(open(out / "bench.csv")))
-    settings = {"ar_hf_kv", "mars_tau1", "mars_none", "mars_block_4", "mars_cursor", "prompt_lookup"}
+    settings = {"ar_hf_kv", "mars_tau1", "mars_none", "mars_block_4", "mars_cursor", "mars_lossless", "prompt_lookup"}
     assert {r["setting"] for r in rows} == settings
     assert {int(r["batch_size"]) for r in rows} == {1, 2}
     for r in rows:
@@ -169,9 +169,14 @@ def test_bench_writes_table5_data(trained_tiny, tmp_path, capsys):
         counts = {
             r["tokens"]
             for r in rows
-            if r["batch_size"] == b and r["setting"].startswith("mars_") and r["setting"] != "mars_tau1"
+            if r["batch_size"] == b
+            and r["setting"].startswith("mars_")
+            and r["setting"] not in ("mars_tau1", "mars_lossless")
         }
         assert len(counts) == 1
+        # lossless MARS: exactly the greedy tokens (tests/test_lossless_jobs.py compares the tokens themselves)
+        greedy = {r["setting"]: r["tokens"] for r in rows if r["batch_size"] == b}
+        assert greedy["mars_lossless"] == greedy["mars_tau1"]
     meta = json.loads((out / "bench.json").read_text())
     assert meta["machine"]["torch"] == torch.__version__ and meta["tau"] == 0.5
 

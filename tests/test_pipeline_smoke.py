@@ -119,11 +119,19 @@ def test_every_table_has_its_rows_columns_and_paper_numbers(smoke_run):
     assert list(t4.block_size) == [4, 8, 16] and (t4.avg_tokens_per_forward >= 1).all()
     assert "paper_avg_tokens_per_forward" in t4
     t5 = frames["table5"]
-    assert {"ar_hf_kv", "mars_none", "mars_cursor", "prompt_lookup", "mars_tau1"} <= set(t5.setting)
+    assert {"ar_hf_kv", "mars_none", "mars_cursor", "prompt_lookup", "mars_tau1", "mars_lossless"} <= set(t5.setting)
+    # lossless MARS generates exactly the greedy tokens (the same count as MARS in one-token mode)
+    assert t5[t5.setting == "mars_lossless"].tokens.tolist() == t5[t5.setting == "mars_tau1"].tokens.tolist()
     assert "paper_speedup_vs_ar_kv" in t5 and t5.tokens_per_s.map(math.isfinite).all()
     t8 = frames["table8"]
     assert set(t8.model) == {"mars_b4", "mars_nolar_b4"} and set(t8.tau) == {1.0, 0.5}
     assert (t8[t8.tau == 1.0].tpf_gsm8k == 1.0).all()  # one-token mode: exactly one token per forward
+    # lossless MARS (the bench model, at the taus below 1.0) decodes exactly greedily: the tau-1.0 accuracy
+    lossless = t8[t8.decoding == "mars_lossless"]
+    assert list(zip(lossless.model, lossless.tau)) == [("mars_b4", 0.5)]
+    greedy = t8[(t8.decoding == "mars") & (t8.model == "mars_b4") & (t8.tau == 1.0)]
+    for family in ("gsm8k", "humaneval"):
+        assert lossless[family].tolist() == greedy[family].tolist()
     t9 = frames["table9"]
     assert list(t9.method) == ["Jacobi decoding", "MARS (tau=0.95)"]
     assert {"ablation", "delta", "reference_avg"} <= set(frames["ablations"].columns)
@@ -263,5 +271,5 @@ def test_bench_repetitions_rerun_the_bench_and_table5_only(smoke_run, tmp_path):
 def test_a_new_sweep_tau_runs_only_its_sweep_jobs_and_the_tables_that_read_them(smoke_run, tmp_path):
     workdir, _ = smoke_run
     path = edited(tmp_path, lambda c: c["eval"].update(sweep_taus=[1.0, 0.8, 0.5]))
-    # two sweep models at the new tau; Table 8 and Figure 3 (which reads it)
-    assert planned(workdir, config=path) == {"evaluate_sweep": 2, "table": 1, "figure3": 1, "all": 1}
+    # two sweep models and the lossless model (mars_b4) at the new tau; Table 8 and Figure 3 (which reads it)
+    assert planned(workdir, config=path) == {"evaluate_sweep": 3, "table": 1, "figure3": 1, "all": 1}

@@ -49,8 +49,9 @@ def test_default_config_schedules_the_whole_chain():
     assert jobs["world"] == 1 and jobs["train"] == 11
     # Tables 2/3/4/9 and ablations: 11 models at tau 1.0, 8 MARS-decoded models at 0.95, Jacobi on AR SFT
     assert jobs["evaluate"] == 11 + 8 + 1
-    # tau sweep: 6 models x 6 taus below 1.0 ... plus tau 1.0, and the acceptance metrics (entropy, margin)
-    assert jobs["evaluate_sweep"] == 6 * 7 + 2 * 5
+    # tau sweep: 6 models x 6 taus below 1.0 ... plus tau 1.0, and the acceptance metrics (entropy, margin),
+    # and the lossless model (mars_b4) at the 6 taus below 1.0
+    assert jobs["evaluate_sweep"] == 6 * 7 + 2 * 5 + 6
     assert jobs["bench"] == 1 and jobs["table"] == 6 and jobs["table5"] == 1
     for rule in ("figure1", "figure3", "figure6", "figure_wallclock"):
         assert jobs[rule] == 1
@@ -62,6 +63,7 @@ def test_paper_configs_schedule_the_same_chain_without_a_base_training(config):
     assert code == 0, out
     assert jobs["train"] == 10  # the base is Qwen2.5-Instruct itself
     assert jobs["world"] == 1 and jobs["evaluate"] == 20 and jobs["bench"] == 1
+    assert jobs["evaluate_sweep"] == 6 * 7 + 2 * 5 + 6  # the lossless model: the bench model (mars_b4)
 
 
 def test_table2_alone_schedules_no_benchmark_and_no_sweep():
@@ -149,7 +151,12 @@ def test_every_job_gets_its_settings_as_a_param_and_decodes_with_its_trained_blo
     assert evals["eval/ar_sft_5ep/jacobi-tau1-probability"]["block_size"] == 4
     assert evals["eval/ar_sft_5ep/ar-tau1-probability"]["method"] == "ar"
     assert evals["eval/mars_b16/mars-tau0.95-probability"]["max_gen_toks"] == 256
-    assert len(evals) == 20 + 52
+    lossless = {k: v for k, v in evals.items() if "mars_lossless" in k}
+    assert sorted(lossless) == sorted(
+        f"sweep/mars_b4/mars_lossless-tau{t}-probability" for t in (0.95, 0.9, 0.8, 0.7, 0.6, 0.5)
+    )
+    assert all(v["method"] == "mars_lossless" and v["block_size"] == 4 for v in lossless.values())
+    assert len(evals) == 20 + 52 + 6
 
 
 def test_paper_evaluations_get_the_harness_tasks_not_the_tiny_ones():

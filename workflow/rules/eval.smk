@@ -1,7 +1,8 @@
 # Stage 3: benchmark evaluations through lm-evaluation-harness (`mars eval`).
 # One job per (model, decoding setting) evaluates a set of tasks in one process (the harness and model load once):
 #   eval/<model>/<setting>/<family>.json    all six families (Tables 2, 3, 4, 9, ablations, Figure 1)
-#   sweep/<model>/<setting>/<family>.json   GSM8K- and HumanEval-like only (tau sweep: Table 8, Figures 3 and 6)
+#   sweep/<model>/<setting>/<family>.json   GSM8K- and HumanEval-like only (tau sweep: Table 8, Figures 3 and 6;
+#                                           MARS and, for eval.lossless_models, mars_lossless)
 # <setting> = <method>-tau<tau>-<metric>. Which settings exist is mars.experiments' declaration; each job's
 # decoding settings (block size = the trained one) are its `job` param.
 
@@ -67,7 +68,7 @@ rule evaluate_sweep:
     params:
         **eval_params("sweep"),
     wildcard_constraints:
-        method="mars",
+        method=f"mars|{X.LOSSLESS}",  # the MARS sweep and its lossless decoding (Table 8, Figure 3)
         **EVAL_WILDCARDS,
     threads: 1
     conda:
