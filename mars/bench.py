@@ -21,7 +21,12 @@ order rotates each repetition) so machine drift cancels; medians are reported.
 
 Decode efficiency: on the same model, batch and context, ``t1`` = one cached forward of 1 token per row and
 ``tw`` = one cached forward of a window (ceil(TPF) accepted tokens + B-1 masks per row).  The ideal speed-up of a
-cached multi-token decoder over AR is TPF * t1 / tw; efficiency = measured speed-up of mars_cursor / ideal.
+cached multi-token decoder over AR is TPF * t1 / tw; efficiency = measured speed-up of mars_cursor / ideal.  The
+forwards are timed at the middle of a decode (the prompts grown by half a row's generated tokens), ``forward_reps``
+rounds, widths alternating; quartiles give the ideal's range, and each repetition's speed-up over the AR pass of the
+same repetition gives the measured range (``*_min`` / ``*_max``).  A ragged batch feeds each forward at the width of
+its widest row: ``fed_window_tokens`` is the mean width actually fed, and ``padding_efficiency`` = tw / t(fed) the
+part of the ideal lost to that padding alone; the rest of the gap is the decode loop's own work.
 """
 
 from __future__ import annotations
@@ -75,13 +80,14 @@ class Runner:
         self.model, self.tok, self.prompts = model, tokenizer, prompts
         self.block_size, self.tau, self.max_new = block_size, tau, max_new_tokens
         self.eos, self.pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+        self.widths: dict[tuple, float] = {}  # (method, tau, cache, batch size) -> mean window width of its forwards
 
     def batches(self, batch_size: int):
         for start in range(0, len(self.prompts), batch_size):
             yield self.prompts[start : start + batch_size]
 
     def ours(self, batch_size: int, *, tau: float, cache: str, cache_block_size: int = 32, method: str = "mars"):
-        tokens = forwards = 0
+        tokens = forwards = steps = slots = 0
         _sync(self.model)
         start = time.perf_counter()
         for batch in self.batches(batch_size):
@@ -102,8 +108,11 @@ class Runner:
             )
             tokens += sum(len(o.token_ids) for o in outs)
             forwards += sum(o.forwards for o in outs)
+            steps, slots = steps + stats.get("window_steps", 0), slots + stats.get("window_slots", 0)
         _sync(self.model)
-        return time.perf_counter() - start, tokens, forwards
+        seconds = time.perf_counter() - start
+        self.widths[(method, tau, cache, batch_size)] = slots / steps if steps else 0.0
+        return seconds, tokens, forwards
 
     def _hf(self, batch: list[list[int]], **kwargs):
         width = max(len(p) for p in batch)
@@ -157,12 +166,13 @@ def forward_costs(
     *,
     context: int = 0,
     reps: int = 40,
+    fed_width: int | None = None,
 ) -> dict:
     """Seconds of one cached forward of 1 token and of ``window`` tokens per row (1 real token + window - 1 masks),
     same batch and cache: the prompts each grown by ``context`` tokens (the middle of a decode, where its forwards
     are on average). The two widths alternate over ``reps`` pairs on one cache, so that machine drift hits both
     alike; a single forward is milliseconds, so one pair says little and the medians of many are reported, with
-    their 25th and 75th percentiles."""
+    their 25th and 75th percentiles. ``fed_width`` adds a third width, timed the same way (``tfed``)."""
     batch = [list(p) + (list(p) * (context // max(len(p), 1) + 1))[:context] for p in prompts[:batch_size]]
     device = next(model.parameters()).device
     with torch.inference_mode():
@@ -175,9 +185,10 @@ def forward_costs(
         kv.commit(valid, keep=valid.shape[1])  # the context, cached once; each timed forward is cropped again
         cached = kv.length
         last = [r.tokens[-1] for r in rows]
-        times: dict[int, list[float]] = {1: [], window: []}
-        for rep in range(reps + 2):  # the first two pairs warm up
-            for width in (1, window) if rep % 2 else (window, 1):
+        widths = list(dict.fromkeys([1, window] + ([fed_width] if fed_width else [])))
+        times: dict[int, list[float]] = {w: [] for w in widths}
+        for rep in range(reps + 2):  # the first two rounds warm up
+            for width in widths if rep % 2 else widths[::-1]:
                 for r, token in zip(rows, last):
                     r.uncached = [token]
                 tail = torch.full((len(rows), width - 1), mask_id, dtype=torch.long, device=device)
@@ -193,7 +204,10 @@ def forward_costs(
         q = statistics.quantiles(values, n=4)
         return q[0], statistics.median(values), q[2]
 
-    return {"t1": quartiles(times[1]), "tw": quartiles(times[window])}
+    costs = {"t1": quartiles(times[1]), "tw": quartiles(times[window])}
+    if fed_width:
+        costs["tfed"] = quartiles(times[fed_width])
+    return costs
 
 
 def run_bench(
@@ -296,6 +310,8 @@ def run_bench(
             )
         cursor = next(r for r in rows if r["batch_size"] == batch_size and r["setting"] == "mars_cursor")
         window = math.ceil(cursor["tokens_per_forward"]) + block_size - 1
+        # the widths the cursor decode actually fed: a ragged batch pads each forward to its widest row
+        fed = runner.widths[("mars", tau, "cursor", batch_size)]
         costs = forward_costs(
             model,
             prompt_ids,
@@ -305,6 +321,7 @@ def run_bench(
             tokenizer.pad_token_id,
             context=cursor["tokens"] // (2 * len(prompt_ids)),  # half of a row's generated tokens
             reps=forward_reps,
+            fed_width=max(round(fed), 1),
         )
         (t1_lo, t1, t1_hi), (tw_lo, tw, tw_hi) = costs["t1"], costs["tw"]
         ideal = cursor["tokens_per_forward"] * t1 / tw
@@ -313,6 +330,9 @@ def run_bench(
                 "t_1token_s": t1,
                 "t_window_s": tw,
                 "window_tokens": window,
+                "fed_window_tokens": fed,
+                # the part of the ideal a ragged batch loses to padding alone (1.0 at batch 1): t(window) / t(fed)
+                "padding_efficiency": tw / costs["tfed"][1],
                 "ideal_speedup": ideal,
                 # the ideal's range from the forward costs' quartiles (lowest: slow 1-token, fast window forwards)
                 "ideal_min": cursor["tokens_per_forward"] * t1_lo / tw_hi,
@@ -339,6 +359,8 @@ def run_bench(
         "t_1token_s",
         "t_window_s",
         "window_tokens",
+        "fed_window_tokens",
+        "padding_efficiency",
         "ideal_speedup",
         "ideal_min",
         "ideal_max",

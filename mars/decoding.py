@@ -502,6 +502,9 @@ class _Decoder:
     def step(self, kv: KVCache | None, rows: list[_Row], prefill: bool) -> list[_Row]:
         fed = [len(r.tokens) if self.cache == "none" else len(r.uncached) for r in rows]
         tail, tokens, conf, window_valid = self.forward(kv, rows)
+        if not prefill:  # the window widths actually fed (a ragged batch pads every row to its widest)
+            self.stats["window_steps"] += 1
+            self.stats["window_slots"] += window_valid.shape[1]
         verified = self.accept(rows, tail, tokens, conf)
         self.commit(kv, rows, [f + j for f, j in zip(fed, verified)], window_valid, prefill)
         alive = [i for i, r in enumerate(rows) if not r.done]
@@ -658,8 +661,9 @@ def generate(
     next forward against the model's own AR predictions; output exactly greedy AR's), "jacobi" (window of
     block_size, exact), "block_diffusion" (BD3-LM style model, block size ``block_size``; always recomputes,
     ``cache`` is ignored). ``tau`` is a number or one value per prompt (a row decodes as it would alone).
-    ``stats``, if given, gets ``model_calls`` (batched forward calls) and, for mars_lossless, ``drafts`` (drafts
-    fed for verification) and ``accepted_drafts``.
+    ``stats``, if given, gets ``model_calls`` (batched forward calls), ``window_steps`` and ``window_slots`` (the
+    forwards after the prefill and the sum of their window widths, padding included; not for block_diffusion) and, for mars_lossless,
+    ``drafts`` (drafts fed for verification) and ``accepted_drafts``.
     Stop sequences are matched against the generated tokens only and are kept in the output. The model is put in
     eval mode for the call (its previous mode is restored) and run under torch.inference_mode()."""
     _validate(
@@ -671,7 +675,7 @@ def generate(
     eos = {int(t) for t in (eos_token_ids or [])}
     stops = [list(map(int, s)) for s in (stop_sequences or [])]
     stats = stats if stats is not None else {}
-    stats["model_calls"] = 0
+    stats.update(model_calls=0, window_steps=0, window_slots=0)
     device = _model_device(model)
     keep_logits = _supports_logits_to_keep(model)
 

@@ -192,7 +192,7 @@ def naive_mars(model, prompt, *, B, tau, metric, max_new_tokens, eos_ids, stops=
             return gen, chunks
 
 
-def check_counts(gens: list[Generation], max_new_tokens: int, stats: dict | None = None):
+def check_counts(gens: list[Generation], max_new_tokens: int, stats: dict | None = None, windowed: bool = True):
     for g in gens:
         assert sum(g.chunks) == len(g.token_ids)
         assert len(g.chunks) == g.forwards
@@ -201,6 +201,8 @@ def check_counts(gens: list[Generation], max_new_tokens: int, stats: dict | None
         assert len(g.token_ids) <= max_new_tokens
     if stats is not None:  # all rows start together: the batch runs as long as its longest row
         assert stats["model_calls"] == max(g.forwards for g in gens)
+        if windowed:  # (the sliding-window decoders; block diffusion decodes block by block)
+            assert stats["window_steps"] == stats["model_calls"] - 1  # every forward after the one prefill
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -256,6 +258,7 @@ def test_one_token_mode_appends_no_masks():
     used = {t for r in prompts + ref for t in r}
     mask_id = next(t for t in range(3, VOCAB) if t not in used)  # an id that no real token of the run uses
     model.forward = spy
+    stats = {}
     try:
         gens = generate(
             model,
@@ -267,10 +270,13 @@ def test_one_token_mode_appends_no_masks():
             eos_token_ids=[eos],
             pad_token_id=PAD,
             mask_token_id=mask_id,
+            stats=stats,
         )
     finally:
         del model.forward
     assert [g.token_ids for g in gens] == ref
+    # the window widths the decoder reports are the widths the model was fed after the prefill
+    assert stats["window_steps"] == len(seen) - 1 and stats["window_slots"] == sum(x.shape[1] for x in seen[1:])
     assert len(seen) == max(len(r) for r in ref)
     assert not any((x == mask_id).any() for x in seen)
     # after the prefill each row feeds exactly its one new token (rows are equal-width: no padding)
@@ -555,7 +561,7 @@ def test_budget_never_exceeded(max_new, method):
         )
         for g in gens:
             assert len(g.token_ids) == max_new or g.token_ids[-1] == EOS
-        check_counts(gens, max_new, stats)
+        check_counts(gens, max_new, stats, windowed=method != "block_diffusion")
         if method == "mars":
             expect = [
                 naive_mars(model, p, B=4, tau=0.05, metric="probability", max_new_tokens=max_new, eos_ids={EOS})
@@ -694,7 +700,7 @@ def test_block_diffusion_matches_naive_reference(tau, metric):
         for p in TRAINED_PROMPTS
     ]
     assert [(g.token_ids, g.forwards, g.chunks) for g in gens] == expect
-    check_counts(gens, 20, stats)
+    check_counts(gens, 20, stats, windowed=False)
     assert any(g.token_ids[-1] == eos and len(g.token_ids) < 20 for g in gens)
     assert any(len(g.token_ids) == 20 and eos not in g.token_ids for g in gens)
     if tau == 1.0:  # one unmasking per forward; some rows unmasked tokens after their EOS, later discarded
