@@ -158,7 +158,6 @@ def validate(config: dict) -> dict:
     for key in ("architecture", "base_model"):  # a model's own start: never a default of every entry
         if config.get("training", {}).get(key) is not None:
             raise ConfigError(f"config key 'training.{key}': set it on the model entry that starts that way")
-    check_speculative_models(config)
     return config
 
 
@@ -217,6 +216,7 @@ def check_model_references(config: dict) -> None:
             raise ConfigError(
                 f"config key 'report.rows.{role}': {name!r} is a {models[name]['method']!r} model, not {method!r}"
             )
+    check_speculative_models(config)
 
 
 SPECULATIVE_ROLES = (("target_ar", "ar"), ("target_mars", "mars"), ("draft_ar", "ar"), ("draft_mars", "mars"))
