@@ -225,10 +225,10 @@ def _speculate(args) -> None:
     if not settings.get("block_size"):
         settings["block_size"] = default_window(paths["target_mars"], "mars") or 0
         if settings["block_size"] < 2:
-            raise ConfigError(f"{paths['target_mars']}: not a MARS checkpoint (no trained block size); give --block-size")
-    rows = run_speculate(
-        paths, args.data, args.output, results_dir=args.results_dir or DEFAULT_RESULTS_DIR, **settings
-    )
+            raise ConfigError(
+                f"{paths['target_mars']}: not a MARS checkpoint (no trained block size); give --block-size"
+            )
+    rows = run_speculate(paths, args.data, args.output, results_dir=args.results_dir or DEFAULT_RESULTS_DIR, **settings)
     print(f"{'row':17s} {'acc':>6} {'change':>7} {'tok/s':>8} {'speed-up':>8} {'tok/target fwd':>14}")
     for r in rows:
         print(

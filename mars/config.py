@@ -174,9 +174,13 @@ def _check_start(config: dict, name: str, entry: dict) -> None:
             raise ConfigError(f"config key 'models.{name}.{key}': only on a {world_kind} world (this one is {kind})")
     shape = {**config["world"].get("model", {}), **(entry.get("architecture") or {})}
     if entry.get("architecture") and shape["hidden_size"] % shape["num_attention_heads"]:
-        raise ConfigError(f"config key 'models.{name}.architecture': hidden_size must be divisible by num_attention_heads")
+        raise ConfigError(
+            f"config key 'models.{name}.architecture': hidden_size must be divisible by num_attention_heads"
+        )
     if entry.get("architecture") and shape["num_attention_heads"] % shape["num_key_value_heads"]:
-        raise ConfigError(f"config key 'models.{name}.architecture': num_key_value_heads must divide num_attention_heads")
+        raise ConfigError(
+            f"config key 'models.{name}.architecture': num_key_value_heads must divide num_attention_heads"
+        )
 
 
 def check_model_references(config: dict) -> None:
@@ -233,7 +237,9 @@ def check_speculative_models(config: dict) -> None:
         name = spec[role]
         if name not in models:
             known = ", ".join(sorted(models))
-            raise ConfigError(f"config key 'speculative.{role}': {name!r} is not a model entry (the config has: {known})")
+            raise ConfigError(
+                f"config key 'speculative.{role}': {name!r} is not a model entry (the config has: {known})"
+            )
         if models[name]["method"] != method:
             raise ConfigError(
                 f"config key 'speculative.{role}': {name!r} is a {models[name]['method']!r} model, not {method!r}"

@@ -137,7 +137,8 @@ def block_models(config: dict) -> list[str]:
         m
         for m in config["models"]
         if m not in drafts
-        and trained_properties(config, m)["method"] == "mars" and trained_properties(config, m)["attention"] == "mars"
+        and trained_properties(config, m)["method"] == "mars"
+        and trained_properties(config, m)["attention"] == "mars"
     ]
     return sorted(
         models,

@@ -68,7 +68,13 @@ def spec_setup(small_init, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("spec")
     records = [
-        {"family": "gsm8k", "id": str(i), "prompt": f"What is {i} plus {i + 1}?", "response": "", "target": {"answer": str(2 * i + 1)}}
+        {
+            "family": "gsm8k",
+            "id": str(i),
+            "prompt": f"What is {i} plus {i + 1}?",
+            "response": "",
+            "target": {"answer": str(2 * i + 1)},
+        }
         for i in range(3)
     ]
     write_jsonl(root / "data" / "test.jsonl", records)
@@ -99,6 +105,7 @@ def hf_greedy(path, tokenizer, prompts, max_new_tokens):
 
 def test_speculate_rows_add_up_and_lossless_rows_are_the_targets_greedy_output(spec_setup):
     s, out = spec_setup, spec_setup["root"] / "out"
+    settings = {"k": 3, "tau": 0.5, "num_prompts": 3, "max_new_tokens": 10, "block_size": 4, "threads": 1}
     code = cli_main(
         [
             "speculate",
@@ -108,7 +115,7 @@ def test_speculate_rows_add_up_and_lossless_rows_are_the_targets_greedy_output(s
             "--draft-mars", str(s["draft"]),
             "--data", str(s["root"] / "data"),
             "--output", str(out),
-            "--job", json.dumps({"k": 3, "tau": 0.5, "num_prompts": 3, "max_new_tokens": 10, "block_size": 4, "threads": 1}),
+            "--job", json.dumps(settings),
         ]
     )  # fmt: skip
     assert code == 0
@@ -178,3 +185,16 @@ def test_table6_lays_out_the_rows_with_the_papers_numbers(spec_setup, tmp_path):
     job["models"] = {}
     with pytest.raises(Exception, match="not one of this config's Table 6"):
         make_table(job, None, tmp_path / "bad.csv", bench_csv=spec_csv)
+
+
+def test_the_rehearsal_check_expects_table6_of_the_7b_config_only():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "check_rehearsal.py"
+    spec = importlib.util.spec_from_file_location("check_rehearsal", path)
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    assert "table6" in check.expected_tables(Path("out/results/paper-7b-mirror/tables"))
+    assert "table6" not in check.expected_tables(Path("out/results/paper-0.5b-mirror/tables"))
+    assert "speedup_vs_ar_ar" in check.reference_columns("table6")

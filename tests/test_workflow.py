@@ -82,8 +82,12 @@ def test_a_draft_starts_from_its_own_base_model_and_speculates_on_the_harness_qu
     trains = [line for line in stdout.splitlines() if " train --job " in line]
     draft = next(line for line in trains if "models/draft_ar_sft_5ep " in line)
     assert "--init Qwen/Qwen2.5-0.5B-Instruct " in draft
-    assert all("--init Qwen/Qwen2.5-7B-Instruct " in line for line in trains if '"init":"world"' in line and line != draft)
-    assert re.search(r"--init \S*models/draft_ar_sft_5ep ", next(line for line in trains if "models/draft_mars_b4 " in line))
+    assert all(
+        "--init Qwen/Qwen2.5-7B-Instruct " in line for line in trains if '"init":"world"' in line and line != draft
+    )
+    assert re.search(
+        r"--init \S*models/draft_ar_sft_5ep ", next(line for line in trains if "models/draft_mars_b4 " in line)
+    )
     command = re.search(r"mars speculate --job '([^']*)'(.*)", stdout)
     assert json.loads(command.group(1))["prompts"] == "gsm8k"
     assert re.search(r"--draft-mars \S*models/draft_mars_b4 ", command.group(2))
@@ -130,13 +134,23 @@ def bad_config(tmp_path, edit) -> Path:
         ),
         (
             lambda c: c.update(
-                speculative={"target_ar": "ar_sft_5ep", "target_mars": "mars_b4", "draft_ar": "nope", "draft_mars": "mars_b4"}
+                speculative={
+                    "target_ar": "ar_sft_5ep",
+                    "target_mars": "mars_b4",
+                    "draft_ar": "nope",
+                    "draft_mars": "mars_b4",
+                }
             ),
             "config key 'speculative.draft_ar': 'nope' is not a model entry",
         ),
         (
             lambda c: c.update(
-                speculative={"target_ar": "ar_sft_5ep", "target_mars": "mars_b4", "draft_ar": "ar_sft_5ep", "draft_mars": "mars_b8"}
+                speculative={
+                    "target_ar": "ar_sft_5ep",
+                    "target_mars": "mars_b4",
+                    "draft_ar": "ar_sft_5ep",
+                    "draft_mars": "mars_b8",
+                }
             ),
             "config key 'speculative.draft_mars': block size 8 differs",
         ),
@@ -155,14 +169,15 @@ def test_bad_configs_are_rejected_naming_the_key(tmp_path, edit, message):
         check_model_references(load_config(path))
 
 
-def printed_commands(config: Path) -> str:
-    """The shell commands of a dry run of the whole workflow (-p), in an empty working directory."""
+def printed_commands(*configs: Path) -> str:
+    """The shell commands of a dry run of the whole workflow (-p), in an empty working directory (several configs:
+    merged by Snakemake, the later ones key by key over the earlier)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as workdir:
         proc = subprocess.run(
             [*SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), "--directory", workdir, "-n", "-p"]
-            + ["--configfile", str(config)],
+            + ["--configfile", *map(str, configs)],
             cwd=workdir,
             capture_output=True,
             text=True,
@@ -346,3 +361,22 @@ def test_a_train_job_is_launched_by_its_processes_and_gpus_which_rerun_nothing(t
     eight = train_launcher(8, "configs/accelerate/fsdp-qwen2.yaml", ROOT, None, port=29600)
     assert eight == f"accelerate launch --num_processes 8 --num_machines 1 --main_process_port 29600{suffix}"
     assert train_launcher(1, "configs/accelerate/fsdp-qwen2.yaml", ROOT) == "mars"
+
+
+def test_the_7b_mirror_overlay_starts_the_draft_from_the_05b_stand_in(tmp_path):
+    """`mars mirror --shape 7b`'s overlay, laid over configs/paper-7b.yaml as the rehearsal lays it (Snakemake merges
+    a second --configfile key by key): the 7B stand-in is the world's start, the 0.5B stand-in the draft's."""
+    from mars.mirror import overlay
+
+    models, data = tmp_path / "models", tmp_path / "datasets" / "Dolci-Instruct-SFT"
+    keys = overlay("7b", models / "Qwen2.5-7B-Instruct", data, draft_dir=models / "Qwen2.5-0.5B-Instruct")
+    path = tmp_path / "overlay.yaml"
+    path.write_text(yaml.safe_dump(keys))
+    out = printed_commands(ROOT / "configs" / "paper-7b.yaml", path)
+    trains = [line for line in out.splitlines() if " train --job " in line]
+    assert len(trains) == 12 and len(re.findall(r"mars speculate --job", out)) == 1
+    draft = next(line for line in trains if "models/draft_ar_sft_5ep " in line)
+    assert f"--init {(models / 'Qwen2.5-0.5B-Instruct').resolve()} " in draft
+    assert f"--init {(models / 'Qwen2.5-7B-Instruct').resolve()} " in next(
+        line for line in trains if "models/ar_sft_5ep " in line
+    )

@@ -335,8 +335,9 @@ CAPTIONS = {
     "table3": "Table 3: SFT loss x block size, tau = 1.0.",
     "table4": "Table 4: multi-token mode: accuracy, change from tau = 1.0, and tokens per forward (tpf).",
     "table5": "Table 5: wall-clock decoding on the GSM8K-like prompts: tokens/s and speed-up over AR.",
-    "table6": "Table 6: speculative decoding (batch 1, GSM8K-like prompts): accuracy change vs the target at tau = 1.0, "
-    "tokens/s, time, speed-up over AR draft / AR target, tokens and extra tokens per target forward, draft forwards; "
+    "table6": "Table 6: speculative decoding (batch 1, GSM8K-like prompts): accuracy change vs the target at "
+    "tau = 1.0, tokens/s, time, speed-up over AR draft / AR target, tokens and extra tokens per target forward, "
+    "draft forwards; "
     "lossless = MARS self-speculative (no draft); paper_* = the paper's 7B target with 0.5B drafts.",
     "table8": "Table 8: tau sweep on the GSM8K- and HumanEval-like tasks: accuracy and tokens per forward.",
     "table9": "Table 9: Jacobi decoding of the AR model vs MARS: average accuracy and tokens per forward.",
