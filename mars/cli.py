@@ -1,4 +1,4 @@
-"""The ``mars`` command line: ``mars world | train | generate | bench | eval | report | mirror | prefetch``.
+"""The ``mars`` command line: ``mars world | train | generate | bench | speculate | eval | report | mirror | prefetch``.
 
 Bad input (config, flags, checkpoints, data) prints one ``error:`` line and exits with status 2.
 """
@@ -192,6 +192,52 @@ def _bench(args) -> None:
         )
 
 
+SPECULATE_SETTINGS = (
+    "k",
+    "tau",
+    "num_prompts",
+    "max_new_tokens",
+    "threads",
+    "block_size",
+    "metric",
+    "dtype",
+    "prompts",
+    "harness_data",
+    "models",
+    "experiment",
+)
+
+
+def _speculate(args) -> None:
+    from mars.config import DEFAULT_RESULTS_DIR, schema_defaults
+    from mars.experiments import parse_job
+    from mars.generation import default_window
+    from mars.spec_bench import ROLES, run_speculate
+
+    # the section's defaults (its model names are not among them: the checkpoints are flags), and the evaluations'
+    # acceptance metric and dtype
+    settings = schema_defaults("speculative")
+    settings.update(metric=schema_defaults("eval")["metric"], dtype=schema_defaults("eval")["dtype"])
+    settings.update(parse_job(args.job, SPECULATE_SETTINGS) if args.job else {})
+    for key in ("k", "tau", "num_prompts", "max_new_tokens", "threads", "block_size"):
+        if getattr(args, key, None) is not None:
+            settings[key] = getattr(args, key)
+    paths = {role: getattr(args, role) for role in ROLES}
+    if not settings.get("block_size"):
+        settings["block_size"] = default_window(paths["target_mars"], "mars") or 0
+        if settings["block_size"] < 2:
+            raise ConfigError(
+                f"{paths['target_mars']}: not a MARS checkpoint (no trained block size); give --block-size"
+            )
+    rows = run_speculate(paths, args.data, args.output, results_dir=args.results_dir or DEFAULT_RESULTS_DIR, **settings)
+    print(f"{'row':17s} {'acc':>6} {'change':>7} {'tok/s':>8} {'speed-up':>8} {'tok/target fwd':>14}")
+    for r in rows:
+        print(
+            f"{r['row']:17s} {r['accuracy']:6.1f} {r['accuracy_change_vs_target_tau1']:+7.1f} "
+            f"{r['tokens_per_s']:8.1f} {r['speedup_vs_ar_ar']:7.2f}x {r['tokens_per_target_forward']:14.2f}"
+        )
+
+
 def _log_report(experiment: str, results_dir: str, name: str, paths: list) -> None:
     """Tables and figures are MLflow artifacts of one run per report item, in the config's experiment."""
     from mars.tracking import mlflow_run
@@ -324,13 +370,34 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--results-dir", help="folder of the MLflow store")
     bench.set_defaults(run=_bench)
 
+    spec = commands.add_parser(
+        "speculate",
+        help="speculative decoding (Table 6): AR / MARS drafts with AR / MARS targets, and lossless self-speculative "
+        "MARS, batch 1; unset settings take the config schema's speculative defaults",
+    )
+    spec.add_argument("--target-ar", required=True, help="AR target checkpoint folder")
+    spec.add_argument("--target-mars", required=True, help="MARS target checkpoint folder")
+    spec.add_argument("--draft-ar", required=True, help="AR draft checkpoint folder (a smaller model, same tokenizer)")
+    spec.add_argument("--draft-mars", required=True, help="MARS draft checkpoint folder (the target's block size)")
+    spec.add_argument("--data", help="prompts 'world': folder with test.jsonl (its GSM8K-like prompts are used)")
+    spec.add_argument("--output", required=True, help="folder for spec.csv and spec.json")
+    spec.add_argument("--job", help="the settings as a JSON object (what the pipeline passes)")
+    spec.add_argument("--k", type=int, help="drafts per target forward")
+    spec.add_argument("--tau", type=float)
+    spec.add_argument("--num-prompts", type=int)
+    spec.add_argument("--max-new-tokens", type=int)
+    spec.add_argument("--threads", type=int, help="torch threads (they decide the measurement)")
+    spec.add_argument("--block-size", type=int, help="default: the MARS target's trained block size")
+    spec.add_argument("--results-dir", help="folder of the MLflow store")
+    spec.set_defaults(run=_speculate)
+
     report = commands.add_parser("report", help="regenerate a table or figure from pipeline outputs")
     report.add_argument("what", choices=["table", "figure"])
     report.add_argument("--name", help="table2..table9, ablations, cost | fig1, fig3, fig6, wallclock (with --config)")
     report.add_argument("--config", help="config file (with --name)")
     report.add_argument("--job", help=job_help)
     report.add_argument("--results", help="results/<name> folder (tables)")
-    report.add_argument("--bench", help="bench.csv (table5)")
+    report.add_argument("--bench", help="bench.csv (table5), spec.csv (table6)")
     report.add_argument("--inputs", nargs="*", default=[], help="input files (evaluation JSONs, benchmark TSVs)")
     report.add_argument("--output", required=True, help="table CSV path, or figure path stem")
     report.add_argument("--results-dir", help="folder of the MLflow store")

@@ -125,6 +125,9 @@ class TrainSpec:
         "accelerate_config"
     )  # the workflow's multi-GPU launch (configs/accelerate)
     processes: int | None = _default("processes")  # None: one per GPU of the job (the workflow's launch)
+    # init world only: a fresh random model of the world's architecture with these Qwen2 keys changed (tiny world)
+    architecture: dict | None = _default("architecture")
+    base_model: str | None = _default("base_model")  # init world only: this start instead of world.base_model (hf)
 
     @property
     def variant(self) -> str:
@@ -151,7 +154,33 @@ def validate(config: dict) -> dict:
             raise ConfigError(f"config key 'models.{name}.init': {init!r} is neither 'world' nor a model entry")
         if init == name:
             raise ConfigError(f"config key 'models.{name}.init': a model cannot start from itself")
+        _check_start(config, name, entry)
+    for key in ("architecture", "base_model"):  # a model's own start: never a default of every entry
+        if config.get("training", {}).get(key) is not None:
+            raise ConfigError(f"config key 'training.{key}': set it on the model entry that starts that way")
     return config
+
+
+def _check_start(config: dict, name: str, entry: dict) -> None:
+    """``architecture`` (a fresh model of another shape) belongs to an ``init: world`` entry of a tiny world,
+    ``base_model`` (another hub start) to one of an hf world."""
+    kind = config["world"]["kind"]
+    for key, world_kind in (("architecture", "tiny"), ("base_model", "hf")):
+        if entry.get(key) is None:
+            continue
+        if entry["init"] != "world":
+            raise ConfigError(f"config key 'models.{name}.{key}': only a model with init 'world' starts from it")
+        if kind != world_kind:
+            raise ConfigError(f"config key 'models.{name}.{key}': only on a {world_kind} world (this one is {kind})")
+    shape = {**config["world"].get("model", {}), **(entry.get("architecture") or {})}
+    if entry.get("architecture") and shape["hidden_size"] % shape["num_attention_heads"]:
+        raise ConfigError(
+            f"config key 'models.{name}.architecture': hidden_size must be divisible by num_attention_heads"
+        )
+    if entry.get("architecture") and shape["num_attention_heads"] % shape["num_key_value_heads"]:
+        raise ConfigError(
+            f"config key 'models.{name}.architecture': num_key_value_heads must divide num_attention_heads"
+        )
 
 
 def check_model_references(config: dict) -> None:
@@ -192,6 +221,36 @@ def check_model_references(config: dict) -> None:
             raise ConfigError(
                 f"config key 'report.rows.{role}': {name!r} is a {models[name]['method']!r} model, not {method!r}"
             )
+    check_speculative_models(config)
+
+
+SPECULATIVE_ROLES = (("target_ar", "ar"), ("target_mars", "mars"), ("draft_ar", "ar"), ("draft_mars", "mars"))
+
+
+def check_speculative_models(config: dict) -> None:
+    """Table 6's models (section ``speculative``): model entries of the right method; the MARS draft and target share
+    the block size (speculative decoding runs one window)."""
+    spec = config.get("speculative")
+    if not spec:
+        return
+    models = config["models"]
+    for role, method in SPECULATIVE_ROLES:
+        name = spec[role]
+        if name not in models:
+            known = ", ".join(sorted(models))
+            raise ConfigError(
+                f"config key 'speculative.{role}': {name!r} is not a model entry (the config has: {known})"
+            )
+        if models[name]["method"] != method:
+            raise ConfigError(
+                f"config key 'speculative.{role}': {name!r} is a {models[name]['method']!r} model, not {method!r}"
+            )
+    blocks = {role: train_spec(config, spec[role]).block_size for role in ("target_mars", "draft_mars")}
+    if blocks["target_mars"] != blocks["draft_mars"]:
+        raise ConfigError(
+            f"config key 'speculative.draft_mars': block size {blocks['draft_mars']} differs from the MARS target's "
+            f"{blocks['target_mars']} (speculative decoding runs one window)"
+        )
 
 
 def load_config(path: str | Path) -> dict:
@@ -229,6 +288,9 @@ def check_spec(spec: TrainSpec, where: str = "spec") -> None:
         raise ConfigError(f"config key '{where}.block_size': must be an integer >= 1, got {spec.block_size!r}")
     if spec.method == "block_diffusion" and spec.w_ar:
         raise ConfigError(f"config key '{where}.w_ar': block diffusion has no AR loss; set it to 0")
+    if (spec.architecture or spec.base_model) and spec.init != "world":
+        key = "architecture" if spec.architecture else "base_model"
+        raise ConfigError(f"config key '{where}.{key}': only a model with init 'world' starts from it")
     if spec.epochs <= 0 and spec.max_steps <= 0:
         raise ConfigError(f"config key '{where}.epochs': must be > 0")
     for name in ("grad_accum", "effective_batch"):

@@ -7,6 +7,11 @@ a validated config (:func:`mars.config.validate`), so a changed setting changes 
 Model roles come from the config, never from model names: the fixed rows of the paper's tables name their entries
 in ``report.rows``; the block-size and SFT-loss rows (Tables 3, 4, 8, the ablations) are every entry with those
 properties. The report cross-checks each model's properties against its checkpoint's ``run_config.json``.
+
+Draft models (Table 6, config section ``speculative``): the models ``speculative.draft_ar`` / ``draft_mars`` name,
+and the models they were trained from that no other model needs (:func:`draft_models`), are smaller models of the
+same tokenizer. They are rows of Table 6 only: never of the block-size tables (3, 4, 8, the ablations, Figure 3)
+nor of the cost table, whatever their method.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ DECODE_METHODS = ("ar", "mars", "jacobi", "block_diffusion", "mars_lossless")
 LOSSLESS = "mars_lossless"
 ACCEPTANCE_METRICS = ("probability", "entropy", "margin")
 TABLES = ("table2", "table3", "table4", "table5", "table8", "table9", "ablations", "cost")
+SPEC_TABLE = "table6"  # only with a ``speculative`` section (:func:`tables`)
 
 
 def decode_method(config: dict, model: str) -> str:
@@ -110,12 +116,32 @@ def _at(config: dict, model: str, tau: float, kind: str = "eval", metric: str | 
     return Setting(model, decode_method(config, model), float(tau), metric or config["eval"]["metric"], kind)
 
 
+def draft_models(config: dict) -> set[str]:
+    """The models that exist only as Table 6's drafts: the drafts and their ancestors, less any model that a
+    non-draft model (a target, any other entry) starts from or is."""
+    spec = config.get("speculative")
+    if not spec:
+        return set()
+    drafts = with_ancestors(config, {spec["draft_ar"], spec["draft_mars"]})
+    others = with_ancestors(config, {m for m in config["models"] if m not in drafts})
+    return drafts - others
+
+
+def tables(config: dict) -> tuple[str, ...]:
+    """The tables of this config: Table 6 only with a ``speculative`` section."""
+    return TABLES + ((SPEC_TABLE,) if config.get("speculative") else ())
+
+
 def block_models(config: dict) -> list[str]:
-    """MARS models with causal block attention (Table 3's grid), ordered without L_AR first, then by block size."""
+    """MARS models with causal block attention (Table 3's grid), ordered without L_AR first, then by block size;
+    draft models are not among them."""
+    drafts = draft_models(config)
     models = [
         m
         for m in config["models"]
-        if trained_properties(config, m)["method"] == "mars" and trained_properties(config, m)["attention"] == "mars"
+        if m not in drafts
+        and trained_properties(config, m)["method"] == "mars"
+        and trained_properties(config, m)["attention"] == "mars"
     ]
     return sorted(
         models,
@@ -227,15 +253,15 @@ def table_rows(config: dict, table: str) -> list[Row]:
             ("bidirectional block", "mars", "bidirectional"),
             ("block diffusion", "block_diffusion", None),
         ):
-            for m in sorted(config["models"]):
+            for m in sorted(set(config["models"]) - draft_models(config)):
                 props = trained_properties(config, m)
                 if props["method"] == method and props["attention"] == attention:
                     out.append(Row(label, _at(config, m, 1.0), _at(config, _twin(config, m), 1.0)))
         out.append(Row("10-epoch AR", _at(config, rows["ar_sft_long"], 1.0), _at(config, rows["ar_sft"], 1.0)))
         return out
-    if table in ("table5", "cost"):
+    if table in ("table5", "cost", SPEC_TABLE):
         return []
-    raise ConfigError(f"unknown table {table!r}; expected one of {', '.join(TABLES)}")
+    raise ConfigError(f"unknown table {table!r}; expected one of {', '.join(TABLES + (SPEC_TABLE,))}")
 
 
 def table_settings(config: dict, table: str) -> list[Setting]:
@@ -282,7 +308,10 @@ def with_ancestors(config: dict, models: set[str]) -> set[str]:
 def table_models(config: dict, table: str) -> list[str]:
     """Trained models whose checkpoints (run config, cost) a table reads: its rows' models and their ancestors."""
     if table == "cost":
-        return list(config["models"])
+        drafts = draft_models(config)
+        return [m for m in config["models"] if m not in drafts]
+    if table == SPEC_TABLE:
+        return sorted(with_ancestors(config, set(speculative_models(config).values())))
     rows = {s.model for s in table_settings(config, table)}
     if table == "table5":
         rows.add(config["bench"]["model"])
@@ -345,7 +374,7 @@ def train_job(config: dict, model: str) -> dict:
     # these to mars.launch as resources, never in this param, so that they rerun nothing
     launch = ("accelerate_config", "processes")
     # keys added later that are unset stay out too, so that adding them retrains nothing
-    unset = ("grad_accum", "effective_batch")
+    unset = ("grad_accum", "effective_batch", "architecture", "base_model")
     spec = {k: v for k, v in spec.items() if k not in unused and k not in launch and not (k in unset and v is None)}
     return {"model": model, "spec": spec, "mask_token": config["world"].get("mask_token"), "experiment": config["name"]}
 
@@ -363,6 +392,34 @@ def bench_job(config: dict) -> dict:
         "block_size": decoding_block_size(config, model, "mars"),
         "dtype": config["eval"]["dtype"],
         **prompts,
+        "experiment": config["name"],
+    }
+
+
+def speculative_models(config: dict) -> dict[str, str]:
+    """{role: model} of Table 6 (roles: target_ar, target_mars, draft_ar, draft_mars); empty without the section."""
+    from mars.config import SPECULATIVE_ROLES
+
+    spec = config.get("speculative")
+    return {role: spec[role] for role, _ in SPECULATIVE_ROLES} if spec else {}
+
+
+def speculate_job(config: dict) -> dict:
+    """Every setting of the ``mars speculate`` job (Table 6): the section's numbers, the MARS window, the prompts
+    (as the benchmark's: the tiny world's GSM8K-like test records, or the harness's GSM8K test questions) and how a
+    completion is scored (the tiny gsm8k task's primary metric, or the harness task's)."""
+    roles = speculative_models(config)
+    # threads included: the thread count decides the measurement
+    spec = {k: v for k, v in config["speculative"].items() if k not in roles}
+    tiny = config["world"]["kind"] == "tiny"
+    prompts = {"prompts": "world"} if tiny else {"prompts": "gsm8k", "harness_data": config["eval"]["harness_data"]}
+    return {
+        **spec,
+        "block_size": decoding_block_size(config, config["speculative"]["target_mars"], "mars"),
+        "metric": config["eval"]["metric"],
+        "dtype": config["eval"]["dtype"],
+        **prompts,
+        "models": speculative_models(config),
         "experiment": config["name"],
     }
 

@@ -1,7 +1,8 @@
 """``mars mirror``: local stand-ins for the paper-scale inputs, so the paper configs run offline end to end.
 
     <out>/models/Qwen2.5-0.5B-Instruct/     a small random Qwen2ForCausalLM + a Qwen2.5-shaped tokenizer
-    <out>/models/Qwen2.5-7B-Instruct/       the same at another (still small) shape, with untied embeddings
+    <out>/models/Qwen2.5-7B-Instruct/       the same at another (still small) shape, with untied embeddings; the
+                                            7B mirror writes the 0.5B stand-in too: the start of Table 6's draft
     <out>/datasets/Dolci-Instruct-SFT/      SFT conversations in allenai/Dolci-Instruct-SFT's schema (parquet)
     <out>/harness/                          the six paper tasks' data sets in their hub schemas and a stand-in
                                             punkt_tab (mars.eval_tasks.mirror; the overlay's eval.harness_data)
@@ -319,12 +320,24 @@ def stand_in_model(tokenizer, shape: Shape, seed: int):
     return model
 
 
-def overlay(shape_key: str, model_dir: Path, dataset_dir: Path, harness_dir: Path | None = None) -> dict:
-    """The config keys that point a paper config at the mirror (its own name, so its results stay apart)."""
+# The draft entry of configs/paper-7b.yaml that starts from Qwen2.5-0.5B-Instruct (its models.<entry>.base_model)
+DRAFT_STARTS = {"7b": ("draft_ar_sft_5ep", "0.5b")}
+
+
+def overlay(
+    shape_key: str, model_dir: Path, dataset_dir: Path, harness_dir: Path | None = None, draft_dir: Path | None = None
+) -> dict:
+    """The config keys that point a paper config at the mirror (its own name, so its results stay apart); for the
+    7B config also its draft's start (``draft_dir``: the 0.5B stand-in)."""
     name = f"paper-{shape_key}-mirror"
+    draft = {}
+    if draft_dir is not None:
+        entry, _ = DRAFT_STARTS[shape_key]
+        draft = {"models": {entry: {"base_model": str(draft_dir.resolve())}}}
     return {
         "name": name,
         "world": {"base_model": str(model_dir.resolve()), "dataset": str(dataset_dir.resolve())},
+        **draft,
         **({"eval": {"harness_data": str(harness_dir.resolve())}} if harness_dir else {}),
         "report": {"figures_dir": f"results/{name}/paper_figures", "tables_dir": f"results/{name}/tables"},
     }
@@ -353,27 +366,30 @@ def build_mirror(out: str | Path, shapes: list[str], records: int = 300, seed: i
     # One tokenizer for both stand-ins, as Qwen2.5's sizes share theirs; trained on the mirror's own text.
     tokenizer = train_qwen_like_tokenizer([m["content"] for r in conversations for m in r["messages"]])
     summary = {"dataset": {"repo_id": DATASET_REPO, "records": len(conversations)}, "models": {}, "overlays": {}}
-    for key in shapes:
+    # every stand-in a shape needs: its own, and its draft's start (the 7B config's Table 6)
+    needed = list(dict.fromkeys(k for key in shapes for k in [key, *DRAFT_STARTS.get(key, ())[1:]]))
+    for key in needed:
         shape = SHAPES[key]
-        model_dir = tmp / "models" / shape.folder
         model = stand_in_model(tokenizer, shape, seed)
-        model.save_pretrained(model_dir, safe_serialization=True)
-        tokenizer.save_pretrained(model_dir)
-        final_model, final_dataset = out / "models" / shape.folder, out / "datasets" / dataset_dir.name
-        overlay_path = tmp / f"paper-{key}-mirror.yaml"
-        write_text_atomic(
-            overlay_path,
-            f"# point configs/paper-{key}.yaml at the local stand-ins written by `mars mirror`:\n"
-            f"#   snakemake --configfile configs/paper-{key}.yaml {out.resolve() / overlay_path.name}\n"
-            + yaml.safe_dump(overlay(key, final_model, final_dataset, out / "harness"), sort_keys=False),
-        )
+        model.save_pretrained(tmp / "models" / shape.folder, safe_serialization=True)
+        tokenizer.save_pretrained(tmp / "models" / shape.folder)
         summary["models"][shape.repo_id] = {
-            "folder": str(final_model.resolve()),
+            "folder": str((out / "models" / shape.folder).resolve()),
             "parameters": sum(p.numel() for p in model.parameters()),
             "vocab_rows": model.config.vocab_size,
             "tokenizer_size": len(tokenizer),
             "tie_word_embeddings": shape.tie_word_embeddings,
         }
+    for key in shapes:
+        final_model, final_dataset = out / "models" / SHAPES[key].folder, out / "datasets" / dataset_dir.name
+        draft_dir = out / "models" / SHAPES[DRAFT_STARTS[key][1]].folder if key in DRAFT_STARTS else None
+        overlay_path = tmp / f"paper-{key}-mirror.yaml"
+        write_text_atomic(
+            overlay_path,
+            f"# point configs/paper-{key}.yaml at the local stand-ins written by `mars mirror`:\n"
+            f"#   snakemake --configfile configs/paper-{key}.yaml {out.resolve() / overlay_path.name}\n"
+            + yaml.safe_dump(overlay(key, final_model, final_dataset, out / "harness", draft_dir), sort_keys=False),
+        )
         summary["overlays"][key] = str((out / overlay_path.name).resolve())
     summary["harness_data"] = str((out / "harness").resolve())
     summary["dataset"]["folder"] = str((out / "datasets" / dataset_dir.name).resolve())

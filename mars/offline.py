@@ -78,6 +78,11 @@ def prefetch_job(config: dict) -> dict:
         job.update(model=world["base_model"], dataset=world["dataset"], split=world["split"])
     if config["eval"]["profile"] == "paper":
         job["harness_tasks"] = list(PAPER_TASKS.values())
+    # other starts of model entries (models.<name>.base_model: Table 6's smaller draft); only when there are any, so
+    # that the prefetch of a config without them is unchanged
+    starts = sorted({m["base_model"] for m in config["models"].values() if m.get("base_model")})
+    if starts:
+        job["base_models"] = starts
     return job
 
 
@@ -145,6 +150,8 @@ def fetch_plan(job: dict) -> list[FetchItem]:
     items = []
     if job.get("model"):
         items.append(FetchItem("model", job["model"], local=is_local(job["model"])))
+    for model in job.get("base_models") or []:
+        items.append(FetchItem("model", model, local=is_local(model)))
     if job.get("dataset"):
         items.append(FetchItem("dataset", job["dataset"], local=is_local(job["dataset"])))
     tasks = job.get("harness_tasks") or []

@@ -64,10 +64,35 @@ def load_init(init: str, spec: TrainSpec, mask_token: str | None = None):
     if tokenizer.pad_token_id is None:
         raise ConfigError(f"tokenizer of {init} has no pad token")
     try:
-        model = AutoModelForCausalLM.from_pretrained(init, dtype=torch.float32)
+        if spec.architecture:
+            model = fresh_model(init, spec.architecture, spec.seed)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(init, dtype=torch.float32)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot load init checkpoint {init}: {str(exc).splitlines()[0]}") from exc
     return model, tokenizer
+
+
+def fresh_model(init: str, architecture: dict, seed: int):
+    """A new randomly initialised model (seeded by ``seed``) of the init checkpoint's configuration with the
+    ``architecture`` keys changed (a model entry's ``architecture``: the smaller draft of Table 6); the init's
+    weights are not read. Per-layer lists derived from the layer count (``layer_types``) and the head size are
+    re-derived for the new shape."""
+    from transformers import AutoConfig
+
+    base = AutoConfig.from_pretrained(init)
+    fields = base.to_dict()
+    for derived in ("layer_types", "head_dim"):
+        fields.pop(derived, None)
+    fields.update(architecture)
+    config = type(base)(**fields)
+    if config.hidden_size % config.num_attention_heads or config.num_attention_heads % config.num_key_value_heads:
+        raise ConfigError(
+            f"architecture {architecture}: hidden_size must be divisible by num_attention_heads, and "
+            "num_key_value_heads must divide num_attention_heads"
+        )
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
 
 
 def _chat_ids(tokenizer, messages: list[dict], generation_prompt: bool = False) -> list[int]:

@@ -22,8 +22,11 @@ export MLFLOW_TRACKING_URI=${MLFLOW_TRACKING_URI:-sqlite:///$OUT/mlflow.db}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 [[ -d "$OUT/mirror" ]] || "$BIN/mars" mirror --output "$OUT/mirror" --shape "$shape" --records 40 > "$OUT/mirror.log" 2>&1
 name=paper-$shape-mirror
+shape_sizes=()  # the rehearsal sizes of what only this shape's config has (configs/rehearsal-7b.yaml: Table 6)
+[[ -f "$ROOT/configs/rehearsal-$shape.yaml" ]] && shape_sizes=("$ROOT/configs/rehearsal-$shape.yaml")
 echo "== rehearsal of configs/paper-$shape.yaml in $OUT ${profile:+(SLURM)}"
 (cd "$OUT" && "$BIN/snakemake" --snakefile "$ROOT/Snakefile" --directory "$OUT" --cores all "${profile[@]}" \
     --configfile "$ROOT/configs/paper-$shape.yaml" "$OUT/mirror/$name.yaml" "$ROOT/configs/rehearsal.yaml" \
+    "${shape_sizes[@]}" \
     ${MARS_REHEARSAL_EXTRA_CONFIG:+"$MARS_REHEARSAL_EXTRA_CONFIG"}) > "$OUT/run.log" 2>&1 || { tail -60 "$OUT/run.log"; exit 1; }
 "$BIN/python" "$ROOT/scripts/check_rehearsal.py" "$OUT/results/$name/tables" "$OUT/results/$name/paper_figures"

@@ -173,3 +173,55 @@ def test_command_line_overrides_arrive_typed():
     assert cfg["eval"]["sweep_taus"] == [1.0, 0.8] and cfg["eval"]["limit"] is None
     with pytest.raises(ConfigError, match="config key 'bench.reps'"):
         config("configs/smoke.yaml", edit=lambda c: c.update(bench={"reps": "two"}))
+
+
+def without_table6(raw: dict) -> None:
+    """The config as it was before Table 6: no draft entries, no speculative section."""
+    for name in [m for m in raw["models"] if m.startswith("draft_")]:
+        raw["models"].pop(name)
+    raw.pop("speculative", None)
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "configs/paper-7b.yaml"])
+def test_the_draft_chain_changes_no_existing_job(name):
+    """Adding Table 6 (the draft entries, the speculative section, the new train keys) reruns nothing that exists:
+    every other model's train param, every evaluation, the benchmark and every other table's job are unchanged,
+    and the drafts are rows of no block-size table."""
+    new, old = config(name), config(name, edit=without_table6)
+    drafts = X.draft_models(new)
+    assert drafts == {m for m in new["models"] if m.startswith("draft_")} and len(drafts) >= 2
+    for model in old["models"]:
+        job = X.train_job(new, model)
+        assert job == X.train_job(old, model), model
+        assert "architecture" not in job["spec"] and "base_model" not in job["spec"]  # unset: out of the param
+    assert X.all_settings(new) == X.all_settings(old)
+    assert X.bench_job(new) == X.bench_job(old)
+    for table in X.TABLES:
+        assert X.table_job(new, table) == X.table_job(old, table), table
+    assert X.tables(old) == X.TABLES and X.tables(new) == (*X.TABLES, "table6")
+    # the drafts' own params carry their start
+    starts = {m: X.train_job(new, m)["spec"] for m in drafts if new["models"][m]["init"] == "world"}
+    assert all(("architecture" in s) != ("base_model" in s) for s in starts.values()) and starts
+
+
+def test_table6_job_names_its_models_and_their_ancestors():
+    cfg = config()
+    assert X.speculative_models(cfg) == {
+        "target_ar": "ar_sft_5ep",
+        "target_mars": "mars_b4",
+        "draft_ar": "draft_ar_sft_5ep",
+        "draft_mars": "draft_mars_b4",
+    }
+    job = X.table_job(cfg, "table6")
+    assert set(job["models"]) == {"base", "ar_sft_5ep", "mars_b4", "draft_base", "draft_ar_sft_5ep", "draft_mars_b4"}
+    assert job["models"]["draft_mars_b4"]["trained"]["block_size"] == 4
+    spec = X.speculate_job(cfg)
+    assert spec["block_size"] == 4 and spec["prompts"] == "world" and spec["k"] == 4 and spec["tau"] == 0.95
+
+
+def test_a_draft_that_a_target_starts_from_is_no_draft():
+    """A draft that another model needs (here the AR SFT the MARS models start from) stays in every table."""
+    cfg = config(edit=lambda c: c["speculative"].update(draft_ar="ar_sft_5ep"))
+    # (draft_ar_sft_5ep is still the MARS draft's start: a draft)
+    assert X.draft_models(cfg) == {"draft_mars_b4", "draft_ar_sft_5ep", "draft_base"}
+    assert "ar_sft_5ep" not in X.draft_models(cfg) and "ar_sft_5ep" in X.table_models(cfg, "cost")

@@ -177,3 +177,20 @@ def test_export_hf_sft_without_a_usable_conversation_is_one_error_and_no_file(tm
     with pytest.raises(ConfigError, match="no usable conversations"):
         export_hf_sft({"kind": "hf", "dataset": str(folder), "split": "train"}, tmp_path / "world")
     assert not list((tmp_path / "world").rglob("*.jsonl*")) if (tmp_path / "world").exists() else True
+
+
+def test_the_7b_mirror_writes_the_05b_stand_in_for_its_draft(tmp_path):
+    """Table 6 at 7B drafts with Qwen2.5-0.5B-Instruct: the 7B mirror writes that stand-in too (one tokenizer for
+    both) and its overlay points the draft entry's base_model at it."""
+    import yaml
+    from transformers import AutoTokenizer
+
+    out = tmp_path / "m"
+    summary = build_mirror(out, ["7b"], records=20, seed=0)
+    assert sorted(summary["models"]) == ["Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct"]
+    small, large = (out / "models" / SHAPES[k].folder for k in ("0.5b", "7b"))
+    assert AutoTokenizer.from_pretrained(small).get_vocab() == AutoTokenizer.from_pretrained(large).get_vocab()
+    keys = yaml.safe_load((out / "paper-7b-mirror.yaml").read_text())
+    assert keys["models"] == {"draft_ar_sft_5ep": {"base_model": str(small.resolve())}}
+    assert keys["world"]["base_model"] == str(large.resolve())
+    assert not (out / "paper-0.5b-mirror.yaml").exists()

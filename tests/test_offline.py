@@ -168,3 +168,12 @@ def test_offline_env_points_every_cache_into_the_folder(tmp_path):
     assert env["HF_HUB_OFFLINE"] == env["HF_DATASETS_OFFLINE"] == "1"
     online = offline_env(tmp_path / "c", offline=False)
     assert "HF_HUB_OFFLINE" not in online and online["HF_HOME"] == env["HF_HOME"]
+
+
+def test_fetch_plan_of_the_7b_config_adds_its_drafts_start():
+    """Table 6's 0.5B draft of configs/paper-7b.yaml starts from its own hub model: prefetched too; a config
+    without such an entry keeps its prefetch job as it was (no new key)."""
+    config = validate(yaml.safe_load((ROOT / "configs" / "paper-7b.yaml").read_text()))
+    models = [i.source for i in fetch_plan(prefetch_job(config)) if i.kind == "model"]
+    assert models == ["Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"]
+    assert "base_models" not in prefetch_job(paper_config())

@@ -46,13 +46,14 @@ def dry_run(*args) -> tuple[int, str, dict]:
 def test_default_config_schedules_the_whole_chain():
     code, out, jobs = dry_run()
     assert code == 0, out
-    assert jobs["world"] == 1 and jobs["train"] == 11
+    assert jobs["world"] == 1 and jobs["train"] == 11 + 3  # + Table 6's draft chain (base, AR SFT, MARS)
     # Tables 2/3/4/9 and ablations: 11 models at tau 1.0, 8 MARS-decoded models at 0.95, Jacobi on AR SFT
     assert jobs["evaluate"] == 11 + 8 + 1
     # tau sweep: 6 models x 6 taus below 1.0 ... plus tau 1.0, and the acceptance metrics (entropy, margin),
     # and the lossless model (mars_b4) at the 6 taus below 1.0
     assert jobs["evaluate_sweep"] == 6 * 7 + 2 * 5 + 6
     assert jobs["bench"] == 1 and jobs["table"] == 6 and jobs["table5"] == 1
+    assert jobs["speculate"] == 1 and jobs["table6"] == 1
     for rule in ("figure1", "figure3", "figure6", "figure_wallclock"):
         assert jobs[rule] == 1
 
@@ -61,9 +62,37 @@ def test_default_config_schedules_the_whole_chain():
 def test_paper_configs_schedule_the_same_chain_without_a_base_training(config):
     code, out, jobs = dry_run("--configfile", str(ROOT / config))
     assert code == 0, out
-    assert jobs["train"] == 10  # the base is Qwen2.5-Instruct itself
+    drafts = 2 if "7b" in config else 0  # Table 6 (7B only): the 0.5B draft's AR SFT and MARS
+    assert jobs["train"] == 10 + drafts  # the base is Qwen2.5-Instruct itself
     assert jobs["world"] == 1 and jobs["evaluate"] == 20 and jobs["bench"] == 1
     assert jobs["evaluate_sweep"] == 6 * 7 + 2 * 5 + 6  # the lossless model: the bench model (mars_b4)
+    assert jobs.get("speculate", 0) == jobs.get("table6", 0) == (1 if drafts else 0)
+
+
+def test_table6_schedules_the_draft_chain_and_the_speculate_job_only():
+    code, out, jobs = dry_run("results/tables/table6.csv")
+    assert code == 0, out
+    assert jobs["speculate"] == 1 and jobs["table6"] == 1
+    # the targets (base -> AR SFT -> MARS B=4) and the draft chain; no evaluation, no benchmark
+    assert jobs["train"] == 6 and "evaluate" not in jobs and "bench" not in jobs
+
+
+def test_a_draft_starts_from_its_own_base_model_and_speculates_on_the_harness_questions():
+    """An hf world's draft entry (init world, base_model) starts from its base_model, not world.base_model; the
+    speculate job reads the harness's GSM8K questions and the four checkpoints."""
+    stdout = printed_commands(ROOT / "configs" / "paper-7b.yaml")
+    trains = [line for line in stdout.splitlines() if " train --job " in line]
+    draft = next(line for line in trains if "models/draft_ar_sft_5ep " in line)
+    assert "--init Qwen/Qwen2.5-0.5B-Instruct " in draft
+    assert all(
+        "--init Qwen/Qwen2.5-7B-Instruct " in line for line in trains if '"init":"world"' in line and line != draft
+    )
+    assert re.search(
+        r"--init \S*models/draft_ar_sft_5ep ", next(line for line in trains if "models/draft_mars_b4 " in line)
+    )
+    command = re.search(r"mars speculate --job '([^']*)'(.*)", stdout)
+    assert json.loads(command.group(1))["prompts"] == "gsm8k"
+    assert re.search(r"--draft-mars \S*models/draft_mars_b4 ", command.group(2))
 
 
 def test_table2_alone_schedules_no_benchmark_and_no_sweep():
@@ -96,6 +125,37 @@ def bad_config(tmp_path, edit) -> Path:
         (lambda c: c["training"].update(learning_rat=1e-3), "config key 'training': Additional properties"),
         # a model the tables name, renamed: one clear error, never a silently missing row
         (lambda c: c["models"].update(mars_b4_renamed=c["models"].pop("mars_b4")), "'mars_b4' is not a model entry"),
+        # Table 6: a fresh architecture only for a model started from the world; drafts must be model entries
+        (
+            lambda c: c["models"]["mars_b4"].update(architecture={"hidden_size": 32}),
+            "config key 'models.mars_b4.architecture': only a model with init 'world'",
+        ),
+        (
+            lambda c: c["models"]["ar_sft_5ep"].update(base_model="Qwen/Qwen2.5-0.5B-Instruct"),
+            "config key 'models.ar_sft_5ep.base_model'",
+        ),
+        (
+            lambda c: c.update(
+                speculative={
+                    "target_ar": "ar_sft_5ep",
+                    "target_mars": "mars_b4",
+                    "draft_ar": "nope",
+                    "draft_mars": "mars_b4",
+                }
+            ),
+            "config key 'speculative.draft_ar': 'nope' is not a model entry",
+        ),
+        (
+            lambda c: c.update(
+                speculative={
+                    "target_ar": "ar_sft_5ep",
+                    "target_mars": "mars_b4",
+                    "draft_ar": "ar_sft_5ep",
+                    "draft_mars": "mars_b8",
+                }
+            ),
+            "config key 'speculative.draft_mars': block size 8 differs",
+        ),
     ],
 )
 def test_bad_configs_are_rejected_naming_the_key(tmp_path, edit, message):
@@ -111,14 +171,15 @@ def test_bad_configs_are_rejected_naming_the_key(tmp_path, edit, message):
         check_model_references(load_config(path))
 
 
-def printed_commands(config: Path) -> str:
-    """The shell commands of a dry run of the whole workflow (-p), in an empty working directory."""
+def printed_commands(*configs: Path) -> str:
+    """The shell commands of a dry run of the whole workflow (-p), in an empty working directory (several configs:
+    merged by Snakemake, the later ones key by key over the earlier)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as workdir:
         proc = subprocess.run(
             [*SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), "--directory", workdir, "-n", "-p"]
-            + ["--configfile", str(config)],
+            + ["--configfile", *map(str, configs)],
             cwd=workdir,
             capture_output=True,
             text=True,
@@ -302,8 +363,28 @@ def test_a_train_job_is_launched_by_its_processes_and_gpus_which_rerun_nothing(t
         assert text.startswith(prefix) and text.endswith(suffix) and text[len(prefix) : -len(suffix)].isdigit()
     # the job param (what Snakemake compares to rerun a job) is the same with 1 or 2 processes
     assert len(cpu) == len(plain)
-    assert [c.split(" train ", 1)[1] for c in cpu] == [c.split(" train ", 1)[1] for c in plain]
+    # (sorted: a dry run lists independent jobs in no fixed order)
+    assert sorted(c.split(" train ", 1)[1] for c in cpu) == sorted(c.split(" train ", 1)[1] for c in plain)
     # one process per GPU where the job sees GPUs
     eight = train_launcher(8, "configs/accelerate/fsdp-qwen2.yaml", ROOT, None, port=29600)
     assert eight == f"accelerate launch --num_processes 8 --num_machines 1 --main_process_port 29600{suffix}"
     assert train_launcher(1, "configs/accelerate/fsdp-qwen2.yaml", ROOT) == "mars"
+
+
+def test_the_7b_mirror_overlay_starts_the_draft_from_the_05b_stand_in(tmp_path):
+    """`mars mirror --shape 7b`'s overlay, laid over configs/paper-7b.yaml as the rehearsal lays it (Snakemake merges
+    a second --configfile key by key): the 7B stand-in is the world's start, the 0.5B stand-in the draft's."""
+    from mars.mirror import overlay
+
+    models, data = tmp_path / "models", tmp_path / "datasets" / "Dolci-Instruct-SFT"
+    keys = overlay("7b", models / "Qwen2.5-7B-Instruct", data, draft_dir=models / "Qwen2.5-0.5B-Instruct")
+    path = tmp_path / "overlay.yaml"
+    path.write_text(yaml.safe_dump(keys))
+    out = printed_commands(ROOT / "configs" / "paper-7b.yaml", path)
+    trains = [line for line in out.splitlines() if " train --job " in line]
+    assert len(trains) == 12 and len(re.findall(r"mars speculate --job", out)) == 1
+    draft = next(line for line in trains if "models/draft_ar_sft_5ep " in line)
+    assert f"--init {(models / 'Qwen2.5-0.5B-Instruct').resolve()} " in draft
+    assert f"--init {(models / 'Qwen2.5-7B-Instruct').resolve()} " in next(
+        line for line in trains if "models/ar_sft_5ep " in line
+    )

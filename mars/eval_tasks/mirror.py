@@ -318,11 +318,9 @@ def gsm8k_bench_file(harness_data: str | Path) -> Path:
     return mirror_file(harness_data, cfg["dataset_path"], cfg.get("dataset_name"), cfg["test_split"])
 
 
-def gsm8k_bench_prompts(harness_data: str | Path | None, num_prompts: int) -> list[str]:
-    """The first ``num_prompts`` GSM8K test questions, as the harness's ``gsm8k_cot_zeroshot`` prompts them (its own
-    ``doc_to_text``), read from the mirror (or, without one, from the hub through ``datasets``)."""
-    from lm_eval.utils import apply_template
-
+def gsm8k_bench_docs(harness_data: str | Path | None, num_prompts: int) -> tuple[dict, list[dict]]:
+    """The harness's ``gsm8k_cot_zeroshot`` task config and its first ``num_prompts`` GSM8K test documents, read from
+    the mirror (or, without one, from the hub through ``datasets``)."""
     cfg = _bench_task_config()
     split = cfg["test_split"]
     root = check_harness_data(harness_data)
@@ -336,4 +334,13 @@ def gsm8k_bench_prompts(harness_data: str | Path | None, num_prompts: int) -> li
         import datasets
 
         docs = list(datasets.load_dataset(cfg["dataset_path"], cfg.get("dataset_name"), split=split))
-    return [apply_template(cfg["doc_to_text"], doc) for doc in docs[:num_prompts]]
+    return cfg, docs[:num_prompts]
+
+
+def gsm8k_bench_prompts(harness_data: str | Path | None, num_prompts: int) -> list[str]:
+    """The first ``num_prompts`` GSM8K test questions, as the harness's ``gsm8k_cot_zeroshot`` prompts them (its own
+    ``doc_to_text``), read from the mirror (or, without one, from the hub through ``datasets``)."""
+    from lm_eval.utils import apply_template
+
+    cfg, docs = gsm8k_bench_docs(harness_data, num_prompts)
+    return [apply_template(cfg["doc_to_text"], doc) for doc in docs]

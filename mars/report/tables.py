@@ -179,6 +179,27 @@ class Tables:
         ]
         return bench
 
+    def table6(self) -> pd.DataFrame:
+        """``mars speculate``'s rows (spec.csv, read through ``bench_csv``) with the paper's 7B numbers beside the
+        draft -> target pairs it reports (AR/AR, AR/MARS, MARS/MARS; the paper's drafts are 0.5B models)."""
+        if not self.bench_csv or not Path(self.bench_csv).is_file():
+            raise ConfigError(f"speculative decoding CSV not found: {self.bench_csv}")
+        spec = pd.read_csv(self.bench_csv, keep_default_na=False, na_values=[""])
+        named = set(spec.target_model.dropna()) | set(spec.draft_model.dropna())
+        unknown = sorted(named - set(self.job["models"]))
+        if unknown:
+            raise ConfigError(f"{self.bench_csv} names model {unknown[0]!r}, which is not one of this config's Table 6")
+        paper = pd.read_csv(PAPER / "table6.csv")
+        kind = {"AR SFT": "ar", "MARS": "mars"}  # the paper's labels: "AR SFT (0.5B)", "MARS (7B; B=4)"
+        keys = pd.DataFrame(
+            {
+                "draft": [kind[label.split(" (")[0]] for label in paper.draft],
+                "target": [kind[label.split(" (")[0]] for label in paper.target],
+            }
+        )
+        paper = pd.concat([keys, paper.add_prefix("paper_")], axis=1)
+        return spec.merge(paper, on=["draft", "target"], how="left")
+
     def table8(self) -> pd.DataFrame:
         paper = pd.read_csv(PAPER / "table8_points.csv")  # the paper's sweep points are of its 7B model
         paper = {r.tau: r for r in paper[(paper.task == "gsm8k") & (paper.block_size == 4)].itertuples()}
@@ -320,10 +341,19 @@ CAPTIONS = {
     "table2": "Table 2: one-token mode (tau = 1.0), accuracy (%) per benchmark; paper_* = the paper's numbers.",
     "table3": "Table 3: SFT loss x block size, tau = 1.0.",
     "table4": "Table 4: multi-token mode: accuracy, change from tau = 1.0, and tokens per forward (tpf).",
+<<<<<<< HEAD
     "table5": "Table 5: wall-clock decoding on the GSM8K-like prompts: tokens/s and speed-up over AR "
     "(mars_lossless: our lossless self-speculative MARS, exactly the greedy tokens; not in the paper).",
     "table8": "Table 8: tau sweep on the GSM8K- and HumanEval-like tasks: accuracy and tokens per forward "
     "(decoding mars_lossless: our lossless self-speculative MARS, exactly the greedy output).",
+=======
+    "table5": "Table 5: wall-clock decoding on the GSM8K-like prompts: tokens/s and speed-up over AR.",
+    "table6": "Table 6: speculative decoding (batch 1, GSM8K-like prompts): accuracy change vs the target at "
+    "tau = 1.0, tokens/s, time, speed-up over AR draft / AR target, tokens and extra tokens per target forward, "
+    "draft forwards; "
+    "lossless = MARS self-speculative (no draft); paper_* = the paper's 7B target with 0.5B drafts.",
+    "table8": "Table 8: tau sweep on the GSM8K- and HumanEval-like tasks: accuracy and tokens per forward.",
+>>>>>>> spec6
     "table9": "Table 9: Jacobi decoding of the AR model vs MARS: average accuracy and tokens per forward.",
     "ablations": "Ablations against their reference models (tau = 1.0 average; tokens per forward at the fast tau).",
     "cost": "Training cost per model, measured by Snakemake (wall time, peak RSS), and ratios to the AR start.",

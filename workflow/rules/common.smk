@@ -38,7 +38,12 @@ def model_path(name):
 
 
 def init_path(name):
-    return model_path(config["models"][name]["init"])
+    """Starting checkpoint of a training job: its init model, or (hf world, init world) its own base_model if set
+    (Table 6's smaller draft)."""
+    entry = config["models"][name]
+    if entry["init"] == "world" and entry.get("base_model"):
+        return entry["base_model"]
+    return model_path(entry["init"])
 
 
 def init_input(wildcards):

@@ -53,8 +53,8 @@ rule table5:
 
 rule cost_table:
     input:
-        benchmarks=[str(BENCHMARKS / "train" / f"{m}.tsv") for m in config["models"]],
-        models=[model_dir(m) for m in config["models"]],
+        benchmarks=[str(BENCHMARKS / "train" / f"{m}.tsv") for m in X.table_models(config, "cost")],
+        models=[model_dir(m) for m in X.table_models(config, "cost")],
     output:
         csv=report(str(TABLES / "cost.csv"), caption="../report/cost.rst", category="Tables"),
         md=str(TABLES / "cost.md"),
@@ -68,6 +68,27 @@ rule cost_table:
         str(RESULTS / "logs" / "cost.log"),
     shell:
         REPORT_COMMAND + " --results {RESULTS} --inputs {input.benchmarks} --output {output.csv} > {log} 2>&1"
+
+
+if SPEC_MODELS:
+
+    rule table6:
+        input:
+            spec=rules.speculate.output.csv,
+            models=[model_dir(m) for m in X.table_models(config, X.SPEC_TABLE)],
+        output:
+            csv=report(str(TABLES / "table6.csv"), caption="../report/table6.rst", category="Tables"),
+            md=str(TABLES / "table6.md"),
+            tex=str(TABLES / "table6.tex"),
+        params:
+            what="table",
+            job=X.as_param(X.table_job(config, X.SPEC_TABLE)),
+        conda:
+            "../../envs/report.yaml"
+        log:
+            str(RESULTS / "logs" / "table6.log"),
+        shell:
+            REPORT_COMMAND + " --results {RESULTS} --bench {input.spec} --output {output.csv} > {log} 2>&1"
 
 
 rule figure1:
