@@ -341,19 +341,14 @@ CAPTIONS = {
     "table2": "Table 2: one-token mode (tau = 1.0), accuracy (%) per benchmark; paper_* = the paper's numbers.",
     "table3": "Table 3: SFT loss x block size, tau = 1.0.",
     "table4": "Table 4: multi-token mode: accuracy, change from tau = 1.0, and tokens per forward (tpf).",
-<<<<<<< HEAD
     "table5": "Table 5: wall-clock decoding on the GSM8K-like prompts: tokens/s and speed-up over AR "
     "(mars_lossless: our lossless self-speculative MARS, exactly the greedy tokens; not in the paper).",
-    "table8": "Table 8: tau sweep on the GSM8K- and HumanEval-like tasks: accuracy and tokens per forward "
-    "(decoding mars_lossless: our lossless self-speculative MARS, exactly the greedy output).",
-=======
-    "table5": "Table 5: wall-clock decoding on the GSM8K-like prompts: tokens/s and speed-up over AR.",
     "table6": "Table 6: speculative decoding (batch 1, GSM8K-like prompts): accuracy change vs the target at "
     "tau = 1.0, tokens/s, time, speed-up over AR draft / AR target, tokens and extra tokens per target forward, "
     "draft forwards; "
     "lossless = MARS self-speculative (no draft); paper_* = the paper's 7B target with 0.5B drafts.",
-    "table8": "Table 8: tau sweep on the GSM8K- and HumanEval-like tasks: accuracy and tokens per forward.",
->>>>>>> spec6
+    "table8": "Table 8: tau sweep on the GSM8K- and HumanEval-like tasks: accuracy and tokens per forward "
+    "(decoding mars_lossless: our lossless self-speculative MARS, exactly the greedy output).",
     "table9": "Table 9: Jacobi decoding of the AR model vs MARS: average accuracy and tokens per forward.",
     "ablations": "Ablations against their reference models (tau = 1.0 average; tokens per forward at the fast tau).",
     "cost": "Training cost per model, measured by Snakemake (wall time, peak RSS), and ratios to the AR start.",
