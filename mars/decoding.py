@@ -662,8 +662,8 @@ def generate(
     block_size, exact), "block_diffusion" (BD3-LM style model, block size ``block_size``; always recomputes,
     ``cache`` is ignored). ``tau`` is a number or one value per prompt (a row decodes as it would alone).
     ``stats``, if given, gets ``model_calls`` (batched forward calls), ``window_steps`` and ``window_slots`` (the
-    forwards after the prefill and the sum of their window widths, padding included; not for block_diffusion) and, for mars_lossless,
-    ``drafts`` (drafts fed for verification) and ``accepted_drafts``.
+    forwards after the prefill and the sum of their window widths, padding included; not for block_diffusion)
+    and, for mars_lossless, ``drafts`` (drafts fed for verification) and ``accepted_drafts``.
     Stop sequences are matched against the generated tokens only and are kept in the output. The model is put in
     eval mode for the call (its previous mode is restored) and run under torch.inference_mode()."""
     _validate(
