@@ -28,6 +28,9 @@ def test_the_lossless_sweep_job_scores_exactly_what_greedy_decoding_scores(train
     for s in (setting, X.Setting(setting.model, "mars", 1.0, setting.metric, "sweep")):
         job = X.eval_job(cfg, s.model, s.method, s.tau, s.metric, s.kind)  # as the workflow hands it to mars eval
         assert job["tasks"] == "tiny_gsm8k,tiny_humaneval" and job["block_size"] == 4
+        # (not the smoke config's experiment: the session's MLflow store would then keep this test's artifact
+        # folder for it, and the smoke pipeline's runs would log their artifacts there)
+        job["experiment"] = "test-lossless-jobs"
         out = tmp_path / s.name
         evaluate(
             model=trained_tiny["mars"],
