@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 # wall-clock and memory columns differ between any two runs; everything else must match
-TIMING = re.compile(r"(time|_s$|tokens_per_s|speedup|efficiency|t_1token|t_window|rss|s_per_step)")
+TIMING = re.compile(r"(time|_s$|tokens_per_s|speedup|efficiency|ideal|t_1token|t_window|rss|s_per_step)")
 
 
 def main(a: str, b: str) -> int:
@@ -25,8 +25,18 @@ def main(a: str, b: str) -> int:
     for x, y in zip(left, right):
         fx, fy = pd.read_csv(x), pd.read_csv(y)
         keep = [c for c in fx.columns if not TIMING.search(c)]
-        if list(fx.columns) != list(fy.columns) or not fx[keep].equals(fy[keep]):
-            print(f"{x.name}: differs")
+        if list(fx.columns) != list(fy.columns):
+            print(f"{x.name}: differs in its columns: {list(fx.columns)} vs {list(fy.columns)}")
+            status = 1
+        elif len(fx) != len(fy):
+            print(f"{x.name}: differs in its rows: {len(fx)} vs {len(fy)}")
+            status = 1
+        elif not fx[keep].equals(fy[keep]):
+            cols = [c for c in keep if not fx[c].equals(fy[c])]
+            print(f"{x.name}: differs in {cols}")
+            for c in cols:  # the differing values, row by row, so that a CI log alone shows what changed
+                for i in fx.index[(fx[c] != fy[c]) & ~(fx[c].isna() & fy[c].isna())]:
+                    print(f"  row {i}: {c} = {fx[c][i]!r} vs {fy[c][i]!r}")
             status = 1
         else:
             print(f"{x.name}: same ({len(fx)} rows, {len(keep)} of {len(fx.columns)} columns compared)")
