@@ -25,8 +25,10 @@ cached multi-token decoder over AR is TPF * t1 / tw; efficiency = measured speed
 forwards are timed at the middle of a decode (the prompts grown by half a row's generated tokens), ``forward_reps``
 rounds, widths alternating; quartiles give the ideal's range, and each repetition's speed-up over the AR pass of the
 same repetition gives the measured range (``*_min`` / ``*_max``).  A ragged batch feeds each forward at the width of
-its widest row: ``fed_window_tokens`` is the mean width actually fed, and ``padding_efficiency`` = tw / t(fed) the
-part of the ideal lost to that padding alone; the rest of the gap is the decode loop's own work.
+its widest row: ``fed_window_tokens`` is the mean width actually fed, and ``width_efficiency`` = tw / t(fed) the
+part of the ideal lost to forwards wider than the ideal's window (padding to the widest row; at batch 1, where
+nothing is padded, only the difference between ceil(TPF) and the accepted counts actually fed, near 1.0); the rest
+of the gap is the decode loop's own work.
 """
 
 from __future__ import annotations
@@ -331,10 +333,10 @@ def run_bench(
                 "t_window_s": tw,
                 "window_tokens": window,
                 "fed_window_tokens": fed,
-                # the part of the ideal a ragged batch loses to padding alone (1.0 at batch 1): t(window) / t(fed)
-                "padding_efficiency": tw / costs["tfed"][1],
+                # the part of the ideal lost to the widths actually fed (module docstring): t(window) / t(fed)
+                "width_efficiency": tw / costs["tfed"][1],
                 "ideal_speedup": ideal,
-                # the ideal's range from the forward costs' quartiles (lowest: slow 1-token, fast window forwards)
+                # the ideal's range from the forward costs' quartiles (lowest: fast 1-token, slow window forwards)
                 "ideal_min": cursor["tokens_per_forward"] * t1_lo / tw_hi,
                 "ideal_max": cursor["tokens_per_forward"] * t1_hi / tw_lo,
                 "decode_efficiency": cursor["speedup_vs_ar_kv"] / ideal,
@@ -360,7 +362,7 @@ def run_bench(
         "t_window_s",
         "window_tokens",
         "fed_window_tokens",
-        "padding_efficiency",
+        "width_efficiency",
         "ideal_speedup",
         "ideal_min",
         "ideal_max",

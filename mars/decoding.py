@@ -456,10 +456,11 @@ class _Decoder:
                     tokens[i][D - d : D + 1], r.drafts, tokens[i][D + 1 :], conf[i][D + 1 :], r.tau
                 )
                 self.stats["drafts"] = self.stats.get("drafts", 0) + d
-                self.stats["accepted_drafts"] = self.stats.get("accepted_drafts", 0) + j
             else:
                 proposed = accept_mars(tokens[i][D:], conf[i][D:], r.tau)
             n = _append(r, proposed, self.eos, self.stops)
+            if self.method == "mars_lossless":  # drafts cut off by an EOS, a stop or the budget are not output
+                self.stats["accepted_drafts"] = self.stats.get("accepted_drafts", 0) + min(j, n)
             r.forwards += 1
             r.chunks.append(n)
             new = r.tokens[len(r.tokens) - n :]

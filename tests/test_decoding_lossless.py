@@ -76,11 +76,24 @@ def test_lossless_with_per_row_tau_budgets_and_stop_sequences():
         gens = generate(model, prompts, method="mars_lossless", tau=taus, max_new_tokens=max_new, **KW)
         assert [g.token_ids for g in gens] == ref
         check_counts(gens, max_new)
+        for prompt, tau in zip(prompts, taus):  # the draft counter, row by row
+            stats = {}
+            (g,) = generate(model, [prompt], method="mars_lossless", tau=tau, max_new_tokens=max_new, stats=stats, **KW)
+            # every forward emits its verified drafts, then one token of its own (the prefill: only that one),
+            # except the last, which the budget or EOS may cut anywhere: T - F <= accepted drafts <= T - F + 1
+            excess = stats.get("accepted_drafts", 0) - (len(g.token_ids) - g.forwards)
+            assert 0 <= excess <= 1, (max_new, tau, excess)
     stop = ref[0][4:6]
     gens = generate(model, prompts, method="mars_lossless", tau=0.3, max_new_tokens=30, stop_sequences=[stop], **KW)
     for r, g in zip(ref, gens):
         cut = next((i + 2 for i in range(len(r) - 1) if r[i : i + 2] == stop), None)
         assert g.token_ids == (r[:cut] if cut else r)
+    for prompt in prompts:  # a stop sequence may end a row inside a forward's verified drafts
+        stats = {}
+        kw = dict(tau=0.3, max_new_tokens=30, stop_sequences=[stop], stats=stats)
+        (g,) = generate(model, [prompt], method="mars_lossless", **kw, **KW)
+        excess = stats.get("accepted_drafts", 0) - (len(g.token_ids) - g.forwards)
+        assert 0 <= excess <= 1, excess
 
 
 def test_lossless_on_the_tiny_worlds_gsm8k_prompts(trained_tiny):

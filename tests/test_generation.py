@@ -164,7 +164,7 @@ def test_bench_writes_table5_data(trained_tiny, tmp_path, capsys):
             assert float(r["ideal_min"]) <= float(r["ideal_speedup"]) <= float(r["ideal_max"])
             assert float(r["decode_efficiency_min"]) <= float(r["decode_efficiency_max"])
             # batch 1 never pads; a batch of 2 rows feeds at least the narrowest window (1 token + B-1 masks)
-            assert float(r["fed_window_tokens"]) > 1 and float(r["padding_efficiency"]) > 0
+            assert float(r["fed_window_tokens"]) > 1 and float(r["width_efficiency"]) > 0
         assert float(r["speedup_min"]) <= float(r["speedup_max"])
     # same prompts, same greedy decisions: every MARS cache generates the same number of tokens
     for b in ("1", "2"):

@@ -249,6 +249,10 @@ def test_the_sweep_gets_the_evaluations_gpus_and_training_a_warning_signal(fake_
     evaluate = {k.split(":", 1)[1]: v for k, v in sets.items() if k.startswith("evaluate:")}
     sweep = {k.split(":", 1)[1]: v for k, v in sets.items() if k.startswith("evaluate_sweep:")}
     assert sweep == evaluate and sweep["gpu"] == "1"
+    # the GPU jobs outside evaluation: the benchmark, and Table 6 with its four models loaded at once
+    assert sets["bench:gpu"] == "1" and sets["speculate:gpu"] == "1"
+    assert int(sets["speculate:mem_mb"]) == 2 * int(sets["bench:mem_mb"])
+    assert sets["speculate:runtime"] == sets["bench:runtime"]
     # SIGTERM to every process of the job (no "B:" = not the batch shell alone) 5 minutes before the limit
     extra = sets["train:slurm_extra"].strip("'")
     assert extra == "--signal=TERM@300"
@@ -268,7 +272,9 @@ def test_cpu_jobs_go_to_the_cpu_partition(tmp_path, fake_cluster, monkeypatch):
     assert found["world"]["runtime"] == str(4 * 60)  # under the cpu partition's 2-day limit
     sets = resources(render(), "set-resources")
     cpu_rules = {k.split(":")[0] for k, v in sets.items() if k.endswith(":slurm_partition") and v == "'cpu'"}
-    assert cpu_rules == {"world", "table", "table5", "cost_table", "figure1", "figure3", "figure6", "figure_wallclock"}
+    assert cpu_rules == {
+        "world", "table", "table5", "table6", "cost_table", "figure1", "figure3", "figure6", "figure_wallclock"
+    }  # fmt: skip
 
 
 RETRY_SNAKEFILE = """
