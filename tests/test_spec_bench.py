@@ -106,22 +106,26 @@ def hf_greedy(path, tokenizer, prompts, max_new_tokens):
 @pytest.fixture(scope="module")
 def spec_run(spec_setup):
     """``mars speculate`` once on the module's checkpoints: its output folder (read by the rows and Table 6 tests)."""
-    s, out = spec_setup, spec_setup["root"] / "out"
+    out = spec_setup["root"] / "out"
     settings = {"k": 3, "tau": 0.5, "num_prompts": 3, "max_new_tokens": 10, "block_size": 4, "threads": 1}
-    code = cli_main(
+    assert speculate(spec_setup, out, settings) == 0
+    return out
+
+
+def speculate(s: dict, out, settings: dict, draft_mars=None) -> int:
+    """``mars speculate`` on the module's target (AR and MARS roles alike) and draft; its exit status."""
+    return cli_main(
         [
             "speculate",
             "--target-ar", str(s["target"]),
             "--target-mars", str(s["target"]),
             "--draft-ar", str(s["draft"]),
-            "--draft-mars", str(s["draft"]),
+            "--draft-mars", str(draft_mars or s["draft"]),
             "--data", str(s["root"] / "data"),
             "--output", str(out),
             "--job", json.dumps(settings),
         ]
     )  # fmt: skip
-    assert code == 0
-    return out
 
 
 def test_speculate_rows_add_up_and_lossless_rows_are_the_targets_greedy_output(spec_setup, spec_run):
@@ -214,19 +218,7 @@ def test_a_mars_draft_trained_with_another_block_size_is_one_error(spec_setup, t
     shutil.copytree(s["draft"], draft)
     (draft / "run_config.json").write_text(json.dumps({"spec": {"method": "mars", "block_size": 8}}))
     settings = {"k": 2, "tau": 0.5, "num_prompts": 1, "max_new_tokens": 4, "block_size": 4, "threads": 1}
-    code = cli_main(
-        [
-            "speculate",
-            "--target-ar", str(s["target"]),
-            "--target-mars", str(s["target"]),
-            "--draft-ar", str(s["draft"]),
-            "--draft-mars", str(draft),
-            "--data", str(s["root"] / "data"),
-            "--output", str(tmp_path / "out"),
-            "--job", json.dumps(settings),
-        ]
-    )  # fmt: skip
-    assert code != 0
+    assert speculate(s, tmp_path / "out", settings, draft_mars=draft) != 0
     err = capsys.readouterr().err
     assert "draft_mars" in err and "trained with block size 8, not 4" in err, err
     assert not (tmp_path / "out" / "spec.csv").exists()
