@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import platform
@@ -397,31 +396,18 @@ def run_bench(
 
 def log_bench(model_path, out: Path, rows: list[dict], meta: dict, experiment: str | None, results_dir: str) -> None:
     """One MLflow run per benchmark, in the trained model's experiment, with the CSV and JSON as artifacts."""
-    from mars.tracking import log_metrics, mlflow_run
+    from mars.tracking import log_measurement
 
-    run_config = Path(model_path) / "run_config.json"
-    trained = json.loads(run_config.read_text()) if run_config.is_file() else {}
+    metrics = [
+        {
+            f"{r['setting']}_b{r['batch_size']}_{k}": r[k]
+            for k in ("tokens_per_s", "speedup_vs_ar_kv", "tokens_per_forward", "decode_efficiency")
+            if r.get(k) is not None
+        }
+        for r in rows
+    ]
     params = {k: v for k, v in meta.items() if k not in ("rows", "machine")}
-    tags = {
-        "kind": "bench",
-        "rule": "bench",
-        "model": Path(model_path).name,
-        "trained_run_id": str(trained.get("mlflow_run_id")),
-    }
-    with mlflow_run(
-        experiment or trained.get("experiment", "mars-bench"),
-        f"bench/{Path(model_path).name}",
-        results_dir=results_dir,
-        tags=tags,
-        params=params,
-    ) as mlflow:
-        for r in rows:
-            log_metrics(
-                {
-                    f"{r['setting']}_b{r['batch_size']}_{k}": r[k]
-                    for k in ("tokens_per_s", "speedup_vs_ar_kv", "tokens_per_forward", "decode_efficiency")
-                    if r.get(k) is not None
-                }
-            )
-        mlflow.log_artifact(str(out / "bench.csv"))
-        mlflow.log_artifact(str(out / "bench.json"))
+    log_measurement(
+        "bench", model_path, [out / "bench.csv", out / "bench.json"], params=params, metric_rows=metrics,
+        experiment=experiment, results_dir=results_dir,
+    )  # fmt: skip

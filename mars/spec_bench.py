@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -352,26 +351,15 @@ def run_speculate(
 
 def log_speculate(target: str, out: Path, rows: list[dict], meta: dict, experiment: str | None, results_dir: str):
     """One MLflow run per measurement, in the config's experiment, with the CSV and JSON as artifacts."""
-    from mars.tracking import log_metrics, mlflow_run
+    from mars.tracking import log_measurement
 
-    run_config = Path(target) / "run_config.json"
-    trained = json.loads(run_config.read_text()) if run_config.is_file() else {}
+    metrics = [
+        {f"{r['row']}_{k}": r[k] for k in ("accuracy", "tokens_per_s", "speedup_vs_ar_ar", "tokens_per_target_forward")}
+        for r in rows
+    ]
     params = {k: v for k, v in meta.items() if k not in ("rows", "machine", "checkpoints", "models", "token_ids")}
     params.update({f"model_{role}": name for role, name in (meta["models"] or {}).items()})
-    tags = {"kind": "speculate", "rule": "speculate", "model": Path(target).name}
-    with mlflow_run(
-        experiment or trained.get("experiment", "mars-speculate"),
-        f"speculate/{Path(target).name}",
-        results_dir=results_dir,
-        tags=tags,
-        params=params,
-    ) as mlflow:
-        for r in rows:
-            log_metrics(
-                {
-                    f"{r['row']}_{key}": r[key]
-                    for key in ("accuracy", "tokens_per_s", "speedup_vs_ar_ar", "tokens_per_target_forward")
-                }
-            )
-        mlflow.log_artifact(str(out / "spec.csv"))
-        mlflow.log_artifact(str(out / "spec.json"))
+    log_measurement(
+        "speculate", target, [out / "spec.csv", out / "spec.json"], params=params, metric_rows=metrics,
+        experiment=experiment, results_dir=results_dir,
+    )  # fmt: skip

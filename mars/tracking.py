@@ -111,6 +111,36 @@ def log_metrics(metrics: dict, step: int | None = None) -> None:
         _retry(mlflow.log_metrics, numeric, step=step)
 
 
+def log_measurement(
+    kind: str,
+    checkpoint,
+    files: list[Path],
+    *,
+    params: dict,
+    metric_rows: list[dict],
+    experiment: str | None,
+    results_dir: str,
+) -> None:
+    """One MLflow run of a measurement job (``mars bench``, ``mars speculate``) on ``checkpoint``: in ``experiment``,
+    else the checkpoint's own training experiment, else ``mars-<kind>``; tagged with the job's kind and the trained
+    run it measured; ``params``, one ``log_metrics`` call per dict of ``metric_rows``, ``files`` as artifacts."""
+    run_config = Path(checkpoint) / "run_config.json"
+    trained = json.loads(run_config.read_text()) if run_config.is_file() else {}
+    name = Path(checkpoint).name
+    tags = {"kind": kind, "rule": kind, "model": name, "trained_run_id": str(trained.get("mlflow_run_id"))}
+    with mlflow_run(
+        experiment or trained.get("experiment", f"mars-{kind}"),
+        f"{kind}/{name}",
+        results_dir=results_dir,
+        tags=tags,
+        params=params,
+    ) as mlflow:
+        for metrics in metric_rows:
+            log_metrics(metrics)
+        for path in files:
+            mlflow.log_artifact(str(path))
+
+
 class MLflowLossCallback(TrainerCallback):
     """Logs every Trainer log line (loss, loss_mask, loss_ar, learning rate...) to the active MLflow run."""
 

@@ -40,3 +40,40 @@ def test_mlflow_tracking_uri_overrides_the_sqlite_store(tmp_path, monkeypatch):
     assert not (tmp_path / "results").exists()  # no sqlite file is made
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
     assert tracking_uri(tmp_path / "results") == f"sqlite:///{(tmp_path / 'results' / 'mlflow.db').resolve()}"
+
+
+def test_a_measurement_run_lands_in_the_trained_models_experiment(tmp_path, monkeypatch):
+    """``log_measurement`` (bench, speculate): the checkpoint's own experiment, tags naming the trained run it measured,
+    params, one metrics dict per row, the output files as artifacts."""
+    import json
+
+    import mlflow
+
+    from mars.tracking import log_measurement, tracking_uri
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    checkpoint = tmp_path / "models" / "mars_b4"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "run_config.json").write_text(json.dumps({"experiment": "exp-a", "mlflow_run_id": "r123"}))
+    out = tmp_path / "bench"
+    out.mkdir()
+    (out / "bench.csv").write_text("batch_size,speedup\n1,1.5\n")
+    results = str(tmp_path / "results")
+    rows = [{"mars_cursor_b1_speedup": 1.5}, {"mars_cursor_b4_speedup": 1.25}]
+    log_measurement(
+        "bench", checkpoint, [out / "bench.csv"], params={"reps": 5}, metric_rows=rows, experiment=None,
+        results_dir=results,
+    )  # fmt: skip
+    client = mlflow.tracking.MlflowClient(tracking_uri=tracking_uri(results))
+    (run,) = client.search_runs([client.get_experiment_by_name("exp-a").experiment_id])
+    assert run.info.status == "FINISHED" and run.info.run_name == "bench/mars_b4"
+    tags = run.data.tags
+    assert (tags["kind"], tags["rule"], tags["model"], tags["trained_run_id"]) == ("bench", "bench", "mars_b4", "r123")
+    assert run.data.params == {"reps": "5"}
+    assert run.data.metrics == {"mars_cursor_b1_speedup": 1.5, "mars_cursor_b4_speedup": 1.25}
+    assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["bench.csv"]
+    # a checkpoint without run_config.json (and no experiment given) falls back to mars-<kind>
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    log_measurement("speculate", bare, [], params={}, metric_rows=[], experiment=None, results_dir=results)
+    assert client.get_experiment_by_name("mars-speculate") is not None
