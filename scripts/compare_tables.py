@@ -36,7 +36,7 @@ def main(a: str, b: str) -> int:
             print(f"{x.name}: differs in {cols}")
             for c in cols:  # the differing values, row by row, so that a CI log alone shows what changed
                 for i in fx.index[(fx[c] != fy[c]) & ~(fx[c].isna() & fy[c].isna())]:
-                    print(f"  row {i}: {c} = {fx[c][i]!r} vs {fy[c][i]!r}")
+                    print(f"  row {i}: {c} = {fx[c][i]} vs {fy[c][i]}")
             status = 1
         else:
             print(f"{x.name}: same ({len(fx)} rows, {len(keep)} of {len(fx.columns)} columns compared)")
