@@ -254,12 +254,14 @@ FIGURES = {
     "fig3": "mars.report.fig3",
     "fig6": "mars.report.fig6",
     "wallclock": "mars.report.fig_wallclock",
+    "scaling": "mars.report.fig_scaling",  # (the scaling study: scaling.csv)
+    "heldout": "mars.report.fig_scaling",  # (the scaling study: scaling.csv and the results folder)
 }
 
 
 def _report(args) -> None:
     from mars.config import DEFAULT_RESULTS_DIR, load_config
-    from mars.experiments import parse_job, table_job
+    from mars.experiments import STUDY_TABLE, parse_job, study_job, table_job
 
     _one_source(args, ("config", "name"))
     results_dir = args.results_dir or DEFAULT_RESULTS_DIR
@@ -267,11 +269,15 @@ def _report(args) -> None:
         from mars.report.tables import make_table
 
         if args.job:
-            job = parse_job(args.job, ("table", "rows", "paper_model_size", "experiment", "models"))
+            job = parse_job(
+                args.job,
+                ("table", "rows", "paper_model_size", "experiment", "models")
+                + ("points", "taus", "metric", "replicates", "methods"),  # (the scaling study's table)
+            )
         else:
             config = load_config(args.config)
             results_dir = args.results_dir or config["results_dir"]
-            job = table_job(config, args.name)
+            job = study_job(config) if args.name == STUDY_TABLE else table_job(config, args.name)
         frame = make_table(job, args.results, args.output, inputs=args.inputs or None, bench_csv=args.bench)
         print(frame.round(2).to_string(index=False))
         out = Path(args.output)
@@ -290,13 +296,16 @@ def _report(args) -> None:
     import importlib
 
     module = importlib.import_module(FIGURES[name])
-    needed = {"fig1": 2, "fig3": 2, "wallclock": 1}.get(name)
+    needed = {"fig1": 2, "fig3": 2, "wallclock": 1, "scaling": 1, "heldout": 2}.get(name)
     if needed and len(args.inputs) != needed:
         raise ConfigError(f"figure {name} takes {needed} --inputs, got {len(args.inputs)}")
     missing = [p for p in args.inputs if not Path(p).exists()]
     if missing:
         raise ConfigError(f"input not found: {missing[0]}")
-    paths = module.main(args.inputs, args.output) if name == "fig6" else module.main(*args.inputs, args.output)
+    if name == "fig6":
+        paths = module.main(args.inputs, args.output)
+    else:
+        paths = getattr(module, name if name in ("scaling", "heldout") else "main")(*args.inputs, args.output)
     print("\n".join(str(p) for p in paths))
     _log_report(job["experiment"], results_dir, name, paths)
 

@@ -120,6 +120,7 @@ class TrainSpec:
     max_steps: int = _default("max_steps")  # > 0 overrides epochs (smoke tests)
     save_steps: int = _default("save_steps")
     logging_steps: int = _default("logging_steps")
+    eval_steps: int | None = _default("eval_steps")  # held-out next-token loss every n steps (with heldout.jsonl)
     threads: int = _default("threads")  # torch intra-op threads; 0 = torch's default
     accelerate_config: str | None = _default(
         "accelerate_config"
@@ -155,10 +156,134 @@ def validate(config: dict) -> dict:
         if init == name:
             raise ConfigError(f"config key 'models.{name}.init': a model cannot start from itself")
         _check_start(config, name, entry)
-    for key in ("architecture", "base_model"):  # a model's own start: never a default of every entry
+    for key in ("architecture", "base_model", "derived_from"):  # a model's own: never a default of every entry
         if config.get("training", {}).get(key) is not None:
             raise ConfigError(f"config key 'training.{key}': set it on the model entry that starts that way")
+    expand_seeds(config)
+    expand_study(config)
     return config
+
+
+MULTI_TOKEN_KEYS = ("block_size", "w_ar", "attention")
+
+
+def _add_derived(config: dict, name: str, entry: dict, key: str) -> None:
+    """Add one derived model entry (idempotent: a config validated twice derives the same entries again)."""
+    models = config["models"]
+    if name in models and "derived_from" not in models[name]:
+        raise ConfigError(f"config key '{key}': it derives model {name!r}, which the config already defines")
+    models[name] = entry
+
+
+def replicate_name(model: str, seed: int) -> str:
+    return f"{model}_seed{seed}"
+
+
+def expand_seeds(config: dict) -> None:
+    """Section ``seeds``: each listed model trained again with every extra seed (``<model>_seed<s>``), from the
+    same-seed run of its init when that is listed too (so AR SFT seed s -> MARS seed s: paired differences)."""
+    seeds = config.get("seeds") or {}
+    models = config["models"]
+    for model in seeds.get("models", []):
+        if model not in models or "derived_from" in models[model]:
+            raise ConfigError(f"config key 'seeds.models': {model!r} is not a model entry")
+        own = train_spec(config, model).seed
+        if own in seeds.get("extra", []):
+            raise ConfigError(f"config key 'seeds.extra': {own} is already {model!r}'s own training seed")
+    for seed in seeds.get("extra", []):
+        for model in seeds.get("models", []):
+            entry = {k: v for k, v in models[model].items() if k != "derived_from"}
+            if entry["init"] in seeds["models"]:
+                entry["init"] = replicate_name(entry["init"], seed)
+            entry.update(seed=seed, derived_from={"kind": "seed", "model": model, "seed": seed})
+            _add_derived(config, replicate_name(model, seed), entry, "seeds")
+
+
+STUDY_ROLES = ("base", "ar", "mars", "nolar", "cont")
+
+
+def study_name(point: str, role: str) -> str:
+    return f"study_{point}_{role}"
+
+
+def continuation_entry(config: dict, ar: str, mars: str) -> dict:
+    """The AR continuation of ``ar``: the MARS model's entry (epochs, learning rate, data...) with the AR objective."""
+    entry = {k: v for k, v in config["models"][mars].items() if k not in (*MULTI_TOKEN_KEYS, "derived_from")}
+    return {**entry, "method": "ar", "init": ar}
+
+
+def expand_study(config: dict) -> None:
+    """Section ``study``: per point (``default``; each of ``sizes``; ``x<k>`` for each of ``sft_scales``) the models
+    base -> AR SFT -> MARS with / without L_AR and the AR continuation, named ``study_<point>_<role>``; the default
+    point is the config's own models (and its ``report.rows.ar_continuation`` if set)."""
+    study = config.get("study")
+    if not study:
+        return
+    models = config["models"]
+    rows = config["report"]["rows"]
+    roles = {
+        "base": config["report"]["base_model"],
+        "ar": rows["ar_sft"],
+        "mars": rows["mars"],
+        "nolar": rows["mars_no_sft_loss"],
+    }
+    methods = {"base": "lm", "ar": "ar", "mars": "mars", "nolar": "mars"}
+    if any(roles[r] not in models or models[roles[r]]["method"] != methods[r] for r in roles if r != "base"):
+        return  # check_model_references names the report key that names no (or the wrong kind of) model entry
+    if models[roles["base"]]["init"] != "world" or models[roles["ar"]]["init"] != roles["base"]:
+        raise ConfigError("config key 'study': needs report.base_model (init world) -> report.rows.ar_sft")
+    for role in ("mars", "nolar"):
+        if models[roles[role]]["init"] != roles["ar"]:
+            raise ConfigError(f"config key 'study': {roles[role]!r} must start from {roles['ar']!r}")
+    if rows.get("ar_continuation") is None:
+        _add_derived(
+            config,
+            study_name("default", "cont"),
+            {
+                **continuation_entry(config, roles["ar"], roles["mars"]),
+                "derived_from": {"kind": "study", "point": "default", "role": "cont"},
+            },
+            "study",
+        )
+
+    def point(name: str, base_change: dict, data_change: dict) -> None:
+        names = {role: study_name(name, role) for role in STUDY_ROLES}
+        base = roles["base"] if not base_change else names["base"]
+        entries = {
+            "ar": {**models[roles["ar"]], **data_change, "init": base},
+            "mars": {**models[roles["mars"]], **data_change, "init": names["ar"]},
+            "nolar": {**models[roles["nolar"]], **data_change, "init": names["ar"]},
+        }
+        if base_change:
+            entries["base"] = {**models[roles["base"]], **base_change}
+        entries["cont"] = {**continuation_entry(config, names["ar"], roles["mars"]), **data_change}
+        for role, entry in entries.items():
+            entry = {k: v for k, v in entry.items() if k != "derived_from"}
+            _add_derived(
+                config, names[role], {**entry, "derived_from": {"kind": "study", "point": name, "role": role}}, "study"
+            )
+
+    if study["sizes"] and config["world"]["kind"] != "tiny":
+        raise ConfigError("config key 'study.sizes': only a tiny world trains bases of other sizes")
+    for name, change in study["sizes"].items():
+        shape = {**config["world"].get("model", {}), **(models[roles["base"]].get("architecture") or {}), **change}
+        if (
+            shape["hidden_size"] % shape["num_attention_heads"]
+            or shape["num_attention_heads"] % shape["num_key_value_heads"]
+        ):
+            raise ConfigError(
+                f"config key 'study.sizes.{name}': hidden_size must be divisible by "
+                "num_attention_heads, and num_key_value_heads must divide num_attention_heads"
+            )
+        point(name, {"architecture": {**(models[roles["base"]].get("architecture") or {}), **change}}, {})
+    for scale in study["sft_scales"]:
+        if scale not in config["world"].get("sft_scales", []):
+            raise ConfigError(
+                f"config key 'study.sft_scales': {scale} is not one of world.sft_scales (the world "
+                "writes data/train_x<k>.jsonl for those)"
+            )
+        split = models[roles["ar"]].get("split", config["training"]["split"])
+        point(f"x{scale}", {}, {"split": f"{split}_x{scale}"})
 
 
 def _check_start(config: dict, name: str, entry: dict) -> None:
@@ -192,7 +317,7 @@ def check_model_references(config: dict) -> None:
         "eval.metric_model": config["eval"]["metric_model"],
         "eval.figure1.model": config["eval"]["figure1"]["model"],
         "bench.model": config["bench"]["model"],
-        **{f"report.rows.{role}": name for role, name in config["report"]["rows"].items()},
+        **{f"report.rows.{role}": name for role, name in config["report"]["rows"].items() if name is not None},
         **{f"eval.sweep_models[{i}]": name for i, name in enumerate(config["eval"]["sweep_models"] or [])},
         **{f"eval.lossless_models[{i}]": name for i, name in enumerate(config["eval"]["lossless_models"] or [])},
     }
@@ -210,6 +335,7 @@ def check_model_references(config: dict) -> None:
         if models[name]["method"] != "mars":
             raise ConfigError(f"config key {key!r}: {name!r} is a {models[name]['method']!r} model, not a MARS model")
     for role, method in (
+        *((("ar_continuation", "ar"),) if config["report"]["rows"]["ar_continuation"] else ()),
         ("ar_sft", "ar"),
         ("ar_sft_long", "ar"),
         ("mars", "mars"),

@@ -90,18 +90,29 @@ def _export_conversations(world: dict, dataset, out: Path) -> dict:
     if "messages" not in dataset.column_names:
         raise ConfigError(f"dataset {world['dataset']} has no 'messages' column")
     kept = 0
+    every = world.get("heldout_every")
+    heldout = []  # every n-th usable conversation: the held-out slice each training run logs its loss on (small)
 
     def usable():  # streamed to the file: Dolci's ~2M conversations are never all in memory
         nonlocal kept
+        seen = 0
         for example in dataset:
             record = conversation_record(example["messages"])
             if record is not None:
-                kept += 1
-                yield record
-            if world.get("max_examples") and kept >= world["max_examples"]:
-                return
+                seen += 1
+                if every and seen % every == 0:
+                    heldout.append(record)
+                else:
+                    kept += 1
+                    yield record
+            if world.get("max_examples") and seen >= world["max_examples"]:
+                break
         if not kept:  # raised inside the writer: the file is not created
             raise ConfigError(f"dataset {world['dataset']} has no usable conversations")
 
     write_jsonl(out / "data" / "train.jsonl", usable())
-    return {"train_examples": kept, "dataset": world["dataset"]}
+    if every:
+        if not heldout:
+            raise ConfigError(f"world.heldout_every {every}: the data set has fewer usable conversations than that")
+        write_jsonl(out / "data" / "heldout.jsonl", heldout)
+    return {"train_examples": kept, "heldout_examples": len(heldout), "dataset": world["dataset"]}

@@ -20,7 +20,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mars.config import ConfigError, train_spec
+from mars.config import ConfigError, replicate_name, study_name, train_spec
 from mars.world.tasks import FAMILIES  # the six benchmarks, in the paper's column order (the tiny world's names)
 
 # The tau sweep (Table 8, Figures 3 and 6) evaluates these two only, as the paper does.
@@ -98,6 +98,9 @@ class Row:
     setting: Setting
     reference: Setting | None = None
     keys: dict = field(default_factory=dict)  # extra identifying columns (Table 3: sft_loss, block_size)
+    # the same decoding of the model's and the reference's extra-seed runs (section ``seeds``), in seed order
+    replicates: tuple[Setting, ...] = ()
+    reference_replicates: tuple[Setting, ...] = ()
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -105,7 +108,22 @@ class Row:
     @staticmethod
     def from_dict(data: dict) -> "Row":
         ref = data.get("reference")
-        return Row(data["label"], Setting(**data["setting"]), Setting(**ref) if ref else None, data.get("keys", {}))
+        return Row(
+            data["label"],
+            Setting(**data["setting"]),
+            Setting(**ref) if ref else None,
+            data.get("keys", {}),
+            tuple(Setting(**r) for r in data.get("replicates", ())),
+            tuple(Setting(**r) for r in data.get("reference_replicates", ())),
+        )
+
+    def settings(self) -> list[Setting]:
+        return [
+            self.setting,
+            *([self.reference] if self.reference else []),
+            *self.replicates,
+            *self.reference_replicates,
+        ]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -127,6 +145,44 @@ def draft_models(config: dict) -> set[str]:
     return drafts - others
 
 
+def derived(config: dict, model: str) -> dict | None:
+    """How a model entry was derived (``{"kind": "seed" | "study", ...}``), or None for the config's own entries."""
+    return config["models"].get(model, {}).get("derived_from")
+
+
+def primary_models(config: dict) -> list[str]:
+    """The config's own models: not Table 6's drafts, not the derived extra-seed runs and study models. (The
+    block-size tables, the ablations and the cost table are made of these.)"""
+    drafts = draft_models(config)
+    return [m for m in config["models"] if m not in drafts and not derived(config, m)]
+
+
+def replicates(config: dict, model: str) -> list[str]:
+    """The extra-seed runs of a model (section ``seeds``), in seed order; none for a model not listed there."""
+    seeds = config.get("seeds") or {}
+    if model not in seeds.get("models", []):
+        return []
+    return [replicate_name(model, seed) for seed in seeds["extra"]]
+
+
+def _replicated(config: dict, setting: Setting) -> tuple[Setting, ...]:
+    return tuple(
+        Setting(m, setting.method, setting.tau, setting.metric, setting.kind) for m in replicates(config, setting.model)
+    )
+
+
+def _row(config: dict, label: str, setting: Setting, reference: Setting | None = None, keys=None) -> Row:
+    """A row with its extra-seed runs (at tau 1.0, where the claims compare models)."""
+    return Row(
+        label,
+        setting,
+        reference,
+        keys or {},
+        _replicated(config, setting) if setting.tau == 1.0 else (),
+        _replicated(config, reference) if reference is not None and reference.tau == 1.0 else (),
+    )
+
+
 def tables(config: dict) -> tuple[str, ...]:
     """The tables of this config: Table 6 only with a ``speculative`` section."""
     return TABLES + ((SPEC_TABLE,) if config.get("speculative") else ())
@@ -135,13 +191,10 @@ def tables(config: dict) -> tuple[str, ...]:
 def block_models(config: dict) -> list[str]:
     """MARS models with causal block attention (Table 3's grid), ordered without L_AR first, then by block size;
     draft models are not among them."""
-    drafts = draft_models(config)
     models = [
         m
-        for m in config["models"]
-        if m not in drafts
-        and trained_properties(config, m)["method"] == "mars"
-        and trained_properties(config, m)["attention"] == "mars"
+        for m in primary_models(config)
+        if trained_properties(config, m)["method"] == "mars" and trained_properties(config, m)["attention"] == "mars"
     ]
     return sorted(
         models,
@@ -203,11 +256,13 @@ def table_rows(config: dict, table: str) -> list[Row]:
             ("MARS (B={B})", rows["mars"]),
         ]
         return [
-            Row(label.format(B=trained_properties(config, m)["block_size"]), _at(config, m, 1.0)) for label, m in labels
+            _row(config, label.format(B=trained_properties(config, m)["block_size"]), _at(config, m, 1.0))
+            for label, m in labels
         ]
     if table == "table3":
         return [
-            Row(
+            _row(
+                config,
                 f"SFT loss {_sft_loss(config, m)}, B={trained_properties(config, m)['block_size']}",
                 _at(config, m, 1.0),
                 keys={"sft_loss": _sft_loss(config, m), "block_size": trained_properties(config, m)["block_size"]},
@@ -247,17 +302,26 @@ def table_rows(config: dict, table: str) -> list[Row]:
         out = []
         for m in block_models(config):
             if trained_properties(config, m)["w_ar"] == 0:
-                out.append(Row("no L_AR", _at(config, m, 1.0), _at(config, _twin(config, m), 1.0)))
+                out.append(_row(config, "no L_AR", _at(config, m, 1.0), _at(config, _twin(config, m), 1.0)))
         # (in a fixed order of kinds, then by name: the rows do not depend on the order of the config's entries)
         for label, method, attention in (
             ("bidirectional block", "mars", "bidirectional"),
             ("block diffusion", "block_diffusion", None),
         ):
-            for m in sorted(set(config["models"]) - draft_models(config)):
+            for m in sorted(primary_models(config)):
                 props = trained_properties(config, m)
                 if props["method"] == method and props["attention"] == attention:
-                    out.append(Row(label, _at(config, m, 1.0), _at(config, _twin(config, m), 1.0)))
-        out.append(Row("10-epoch AR", _at(config, rows["ar_sft_long"], 1.0), _at(config, rows["ar_sft"], 1.0)))
+                    out.append(_row(config, label, _at(config, m, 1.0), _at(config, _twin(config, m), 1.0)))
+        out.append(_row(config, "10-epoch AR", _at(config, rows["ar_sft_long"], 1.0), _at(config, rows["ar_sft"], 1.0)))
+        if rows["ar_continuation"]:  # the compute-matched control of MARS: the same further epochs, AR objective
+            out.append(
+                _row(
+                    config,
+                    "AR continuation",
+                    _at(config, rows["ar_continuation"], 1.0),
+                    _at(config, rows["ar_sft"], 1.0),
+                )
+            )
         return out
     if table in ("table5", "cost", SPEC_TABLE):
         return []
@@ -269,7 +333,7 @@ def table_settings(config: dict, table: str) -> list[Setting]:
     ablations (its tokens per forward)."""
     out: list[Setting] = []
     for row in table_rows(config, table):
-        out += [row.setting] + ([row.reference] if row.reference else [])
+        out += row.settings()
         if table == "ablations" and row.setting.method != "ar":
             out.append(_at(config, row.setting.model, config["eval"]["fast_tau"]))
     return list(dict.fromkeys(out))
@@ -308,8 +372,7 @@ def with_ancestors(config: dict, models: set[str]) -> set[str]:
 def table_models(config: dict, table: str) -> list[str]:
     """Trained models whose checkpoints (run config, cost) a table reads: its rows' models and their ancestors."""
     if table == "cost":
-        drafts = draft_models(config)
-        return [m for m in config["models"] if m not in drafts]
+        return primary_models(config)
     if table == SPEC_TABLE:
         return sorted(with_ancestors(config, set(speculative_models(config).values())))
     rows = {s.model for s in table_settings(config, table)}
@@ -472,3 +535,66 @@ def parse_job(text: str, allowed: tuple[str, ...] | None = None) -> dict:
     if unknown:
         raise ConfigError(f"--job has unknown setting {unknown[0]!r}; expected some of {', '.join(allowed)}")
     return job
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the scaling study (section ``study``): `snakemake results/tables/scaling.csv`, not in the default target
+
+STUDY_TABLE = "scaling"
+
+
+def study_points(config: dict) -> list[dict]:
+    """The study's points, each ``{"point", "axis", "models": {role: model}}`` (roles: mars.config.STUDY_ROLES); the
+    default point is the config's own base -> AR SFT -> MARS with / without L_AR (and its AR continuation)."""
+    study = config.get("study")
+    if not study:
+        return []
+    rows = config["report"]["rows"]
+    default = {
+        "base": config["report"]["base_model"],
+        "ar": rows["ar_sft"],
+        "mars": rows["mars"],
+        "nolar": rows["mars_no_sft_loss"],
+        "cont": rows["ar_continuation"] or study_name("default", "cont"),
+    }
+    points = [{"point": "default", "axis": "default", "models": default}]
+    for name in study["sizes"]:
+        points.append({"point": name, "axis": "model size", "models": {r: study_name(name, r) for r in default}})
+    for scale in study["sft_scales"]:
+        models = {r: study_name(f"x{scale}", r) for r in default}
+        points.append({"point": f"x{scale}", "axis": "SFT set size", "models": {**models, "base": default["base"]}})
+    return points
+
+
+def study_settings(config: dict) -> list[Setting]:
+    """Every evaluation the scaling table reads: per point AR SFT, MARS without L_AR and the AR continuation at tau
+    1.0, MARS at each of ``study.taus``; and the extra-seed runs of the default point's models."""
+    out: list[Setting] = []
+    for point in study_points(config):
+        models = point["models"]
+        for role in ("ar", "nolar", "cont"):
+            out += [(s := _at(config, models[role], 1.0)), *_replicated(config, s)]
+        for tau in config["study"]["taus"]:
+            out += [(s := _at(config, models["mars"], tau)), *(_replicated(config, s) if tau == 1.0 else ())]
+    return list(dict.fromkeys(out))
+
+
+def study_models(config: dict) -> list[str]:
+    """Every trained model the scaling table reads (metrics, size), with the models they start from."""
+    named = {m for p in study_points(config) for m in p["models"].values()}
+    return sorted(with_ancestors(config, named | {s.model for s in study_settings(config)}))
+
+
+def study_job(config: dict) -> dict:
+    """What the scaling table lays out: the points, the taus, each role's extra-seed runs (default point)."""
+    if not config.get("study"):
+        raise ConfigError("the config has no 'study' section: the scaling table needs one")
+    return {
+        "table": STUDY_TABLE,
+        "points": study_points(config),
+        "taus": [float(t) for t in config["study"]["taus"]],
+        "metric": config["eval"]["metric"],
+        "replicates": {m: replicates(config, m) for m in study_models(config) if replicates(config, m)},
+        "methods": {m: decode_method(config, m) for m in study_models(config)},
+        "experiment": config["name"],
+    }

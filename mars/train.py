@@ -160,7 +160,21 @@ def build_dataset(records: list[dict], tokenizer, spec: TrainSpec) -> Dataset:
     return Dataset.from_dict(rows)
 
 
-def sft_config(spec: TrainSpec, work_dir: Path, grad_accum: int) -> SFTConfig:
+def eval_datasets(data_dir: str | Path, spec: TrainSpec, tokenizer, dataset: Dataset) -> dict[str, Dataset] | None:
+    """What the held-out next-token loss is measured on: ``heldout`` (``<data>/heldout.jsonl``: records of the same
+    generators / data set that are in no training set) and ``train``, as many training records, evenly spaced over
+    the training set (its families come in blocks). Their gap is the generalisation gap of next-token prediction.
+    None without ``eval_steps`` or without a held-out file."""
+    path = Path(data_dir) / "heldout.jsonl"
+    if spec.eval_steps is None or not path.is_file():
+        return None
+    heldout = build_dataset(load_records(data_dir, "heldout"), tokenizer, spec)
+    n = min(len(heldout), len(dataset))
+    stride = len(dataset) / n
+    return {"heldout": heldout, "train": dataset.select([int(i * stride) for i in range(n)])}
+
+
+def sft_config(spec: TrainSpec, work_dir: Path, grad_accum: int, evaluate: bool = False) -> SFTConfig:
     return SFTConfig(
         output_dir=str(work_dir),
         num_train_epochs=spec.epochs,
@@ -183,6 +197,10 @@ def sft_config(spec: TrainSpec, work_dir: Path, grad_accum: int) -> SFTConfig:
         save_steps=spec.save_steps,
         save_total_limit=1,
         logging_steps=spec.logging_steps,
+        eval_strategy="steps" if evaluate else "no",
+        eval_steps=spec.eval_steps if evaluate else None,
+        per_device_eval_batch_size=spec.batch_size,
+        prediction_loss_only=True,
         report_to="none",
         disable_tqdm=False,
         dataloader_num_workers=0,
@@ -205,14 +223,15 @@ def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
-def make_trainer(spec: TrainSpec, model, tokenizer, dataset: Dataset, work_dir: Path, callbacks=()):
+def make_trainer(spec: TrainSpec, model, tokenizer, dataset: Dataset, work_dir: Path, callbacks=(), eval_dataset=None):
     count = processes()
     grad_accum = resolve_grad_accum(spec, count)
-    args = sft_config(spec, work_dir, grad_accum)
+    args = sft_config(spec, work_dir, grad_accum, evaluate=eval_dataset is not None)
     common = dict(
         model=model,
         args=args,
         train_dataset=dataset,
+        eval_dataset=eval_dataset,
         processing_class=tokenizer,
         callbacks=list(callbacks),
         sort_micro_batches=spec.sort_micro_batches,
@@ -334,6 +353,7 @@ def train(
             f"max_length={spec.max_length} tokens long",
             file=sys.stderr,
         )
+    evals = eval_datasets(data_dir, spec, tokenizer, dataset)
     if spec.threads:
         torch.set_num_threads(spec.threads)
 
@@ -362,7 +382,7 @@ def train(
     with tracking as mlflow:
         if main:
             run_file.write_text(mlflow.active_run().info.run_id)
-        trainer = make_trainer(spec, model, tokenizer, dataset, work_dir, callbacks)
+        trainer = make_trainer(spec, model, tokenizer, dataset, work_dir, callbacks, eval_dataset=evals)
         preemption.install()
         try:
             result = trainer.train(resume_from_checkpoint=last)
@@ -377,6 +397,11 @@ def train(
                     file=sys.stderr,
                 )
             raise Preempted(128 + preemption.signum)
+        evaluated = [h for h in trainer.state.log_history if "eval_heldout_loss" in h]
+        if evals is not None and (not evaluated or evaluated[-1]["step"] != trainer.state.global_step):
+            trainer.evaluate()  # the final held-out loss (every process takes part)
+        evaluated = [h for h in trainer.state.log_history if "eval_heldout_loss" in h]
+        on_train = [h for h in trainer.state.log_history if "eval_train_loss" in h]
         history = [h for h in trainer.state.log_history if "loss" in h]
         metrics = {
             "train_loss": result.training_loss,
@@ -384,6 +409,9 @@ def train(
             "final_loss_mask": history[-1].get("loss_mask") if history else None,
             "final_loss_ar": history[-1].get("loss_ar") if history else None,
             "first_loss": history[0]["loss"] if history else None,
+            # next-token loss of the final weights on held-out records and on as many training records
+            "final_heldout_loss": evaluated[-1]["eval_heldout_loss"] if evaluated else None,
+            "final_train_slice_loss": on_train[-1]["eval_train_loss"] if on_train else None,
             "optimizer_steps": trainer.state.global_step,
             "epochs": trainer.state.epoch,
             "train_runtime_s": result.metrics.get("train_runtime"),

@@ -111,7 +111,9 @@ class MARSTrainer(ARTrainer):
         super().log(logs, start_time)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        mode = "train" if model.training else "eval"
+        if not model.training:  # evaluation: the held-out NEXT-TOKEN loss (mars.train.eval_datasets), as AR SFT's
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        mode = "train"
         batch = build_dual_stream(
             inputs["input_ids"],
             inputs["attention_mask"],
@@ -125,7 +127,7 @@ class MARSTrainer(ARTrainer):
         counted = num_items_in_batch is not None
         if not counted:
             # No count of the accumulated batch: normalise per micro-batch and average over accumulation steps.
-            steps = self.current_gradient_accumulation_steps if model.training else 1
+            steps = self.current_gradient_accumulation_steps
             num_items_in_batch = batch.num_response * steps
         loss, parts = dual_stream_loss(model, batch, self.w_ar, num_items_in_batch)
         if counted and self.args.average_tokens_across_devices and self.accelerator.num_processes > 1:

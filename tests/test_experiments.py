@@ -57,6 +57,7 @@ def test_default_rows_are_the_papers():
         ("bidirectional block", "mars_bidir_b4", "mars_b4"),
         ("block diffusion", "block_diffusion_b4", "mars_b4"),
         ("10-epoch AR", "ar_sft_10ep", "ar_sft_5ep"),
+        ("AR continuation", "ar_sft_5ep_cont", "ar_sft_5ep"),
     ]
     table9 = X.table_rows(cfg, "table9")
     assert [(r.label, r.setting.method, r.setting.tau) for r in table9] == [
@@ -99,7 +100,11 @@ def test_an_added_model_adds_its_row_and_its_jobs():
     "key,edit",
     [
         ("report.rows.mars", lambda c: c["report"].update(rows={"mars": "mars_b4_new"})),
-        ("eval.metric_model", lambda c: c["models"].update(mars_b4_new=c["models"].pop("mars_b4"))),
+        ("seeds.models", lambda c: c["models"].update(mars_b4_new=c["models"].pop("mars_b4"))),
+        (
+            "eval.metric_model",
+            lambda c: [c["models"].update(mars_b4_new=c["models"].pop("mars_b4")), c.pop("seeds")],
+        ),
         ("eval.sweep_models[0]", lambda c: c["eval"].update(sweep_models=["nope"])),
         ("eval.sweep_models[1]", lambda c: c["eval"].update(sweep_models=["mars_b4", "ar_sft_5ep"])),
         ("eval.metric_model", lambda c: c["eval"].update(metric_model="block_diffusion_b4")),
@@ -193,7 +198,8 @@ def test_the_draft_chain_changes_no_existing_job(name):
     for model in old["models"]:
         job = X.train_job(new, model)
         assert job == X.train_job(old, model), model
-        assert "architecture" not in job["spec"] and "base_model" not in job["spec"]  # unset: out of the param
+        if X.derived(old, model) is None:  # (the study's bases of other sizes start from an architecture)
+            assert "architecture" not in job["spec"] and "base_model" not in job["spec"]  # unset: out of the param
     assert X.all_settings(new) == X.all_settings(old)
     assert X.bench_job(new) == X.bench_job(old)
     for table in X.TABLES:
@@ -225,3 +231,85 @@ def test_a_draft_that_a_target_starts_from_is_no_draft():
     # (draft_ar_sft_5ep is still the MARS draft's start: a draft)
     assert X.draft_models(cfg) == {"draft_mars_b4", "draft_ar_sft_5ep", "draft_base"}
     assert "ar_sft_5ep" not in X.draft_models(cfg) and "ar_sft_5ep" in X.table_models(cfg, "cost")
+
+
+def test_seeds_expand_to_paired_runs_and_rows_carry_them():
+    cfg = config()
+    # every listed model again with each extra seed; MARS seed s starts from AR SFT seed s, AR SFT from the one base
+    for seed in (1, 2):
+        assert cfg["models"][f"mars_b4_seed{seed}"]["init"] == f"ar_sft_5ep_seed{seed}"
+        assert cfg["models"][f"mars_nolar_b4_seed{seed}"]["init"] == f"ar_sft_5ep_seed{seed}"
+        assert cfg["models"][f"ar_sft_5ep_seed{seed}"]["init"] == "base"
+        assert X.train_job(cfg, f"mars_b4_seed{seed}")["spec"]["seed"] == seed
+        # the run differs from the seed-0 model in its seed (and start) only
+        a, b = X.train_job(cfg, "mars_b4")["spec"], X.train_job(cfg, f"mars_b4_seed{seed}")["spec"]
+        assert {k for k in a if a[k] != b[k]} == {"seed", "init"}
+    table2 = {r.setting.model: r for r in X.table_rows(cfg, "table2")}
+    assert [s.model for s in table2["mars_b4"].replicates] == ["mars_b4_seed1", "mars_b4_seed2"]
+    assert table2["base"].replicates == () and table2["block_diffusion_b4"].replicates == ()
+    nolar = next(r for r in X.table_rows(cfg, "ablations") if r.setting.model == "mars_nolar_b4")
+    assert [s.model for s in nolar.reference_replicates] == ["mars_b4_seed1", "mars_b4_seed2"]
+    # replicates are evaluated (the default target) but are rows of no block-size table nor of the cost table
+    evaluated = {s.model for s in X.all_settings(cfg)}
+    assert {"ar_sft_10ep_seed1", "mars_nolar_b4_seed2"} <= evaluated
+    assert not any("_seed" in r.setting.model for r in X.table_rows(cfg, "table3"))
+    assert not any("_seed" in m or m.startswith("study_") for m in X.table_models(cfg, "cost"))
+    # a row round-trips through the job param with its replicates
+    row = table2["mars_b4"]
+    assert X.Row.from_dict(row.to_dict()) == row
+    # validating twice derives the same entries (the workflow and the report may both validate)
+    assert validate(cfg)["models"] == cfg["models"]
+
+
+def test_seed_errors_are_one_line():
+    def clash(raw):
+        raw["models"]["mars_b4_seed1"] = {"method": "ar", "init": "base"}
+
+    with pytest.raises(ConfigError, match="derives model 'mars_b4_seed1'"):
+        config(edit=clash)
+    with pytest.raises(ConfigError, match="own training seed"):
+        config(edit=lambda raw: raw["seeds"].update(extra=[0, 1]))
+    with pytest.raises(ConfigError, match="'nope' is not a model entry"):
+        config(edit=lambda raw: raw["seeds"].update(models=["nope"]))
+
+
+def test_study_points_are_the_default_chain_at_other_sizes_and_data():
+    cfg = config()
+    points = {p["point"]: p for p in X.study_points(cfg)}
+    assert list(points) == ["default", "h64", "h256", "x4", "x8"]
+    assert points["default"]["models"] == {
+        "base": "base",
+        "ar": "ar_sft_5ep",
+        "mars": "mars_b4",
+        "nolar": "mars_nolar_b4",
+        "cont": "ar_sft_5ep_cont",
+    }
+    models = cfg["models"]
+    # a size point: its own base (same depth, other width), then the default chain's entries on top of it
+    assert models["study_h64_base"]["architecture"]["hidden_size"] == 64
+    assert X.train_spec(cfg, "study_h64_base").epochs == X.train_spec(cfg, "base").epochs
+    assert [models[f"study_h64_{r}"]["init"] for r in ("ar", "mars", "nolar", "cont")] == [
+        "study_h64_base",
+        "study_h64_ar",
+        "study_h64_ar",
+        "study_h64_ar",
+    ]
+    # a data point: the default base, the larger SFT set for every stage
+    assert models["study_x4_ar"]["init"] == "base"
+    assert {X.train_spec(cfg, f"study_x4_{r}").split for r in ("ar", "mars", "nolar", "cont")} == {"train_x4"}
+    # the AR continuation is the MARS entry with the AR objective: same epochs, learning rate, start
+    cont, mars = X.train_spec(cfg, "study_x4_cont"), X.train_spec(cfg, "study_x4_mars")
+    assert (cont.method, cont.init, cont.epochs, cont.learning_rate) == (
+        "ar",
+        "study_x4_ar",
+        mars.epochs,
+        mars.learning_rate,
+    )
+    # evaluations: MARS at every study tau, the others at 1.0; the default point's seeds too
+    settings = {(s.model, s.tau) for s in X.study_settings(cfg)}
+    assert {("study_h256_mars", 0.95), ("study_h256_mars", 1.0), ("study_h256_cont", 1.0)} <= settings
+    assert ("study_h256_ar", 0.95) not in settings and ("mars_b4_seed2", 1.0) in settings
+    # the study is no part of the default tables
+    assert not any(s.model.startswith("study_") for s in X.all_settings(cfg))
+    with pytest.raises(ConfigError, match="not one of world.sft_scales"):
+        config(edit=lambda raw: raw["study"].update(sft_scales=[3]))

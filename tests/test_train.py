@@ -160,3 +160,52 @@ def test_step_sorted_sampler_is_a_seeded_permutation_per_epoch():
     assert [set(g) for g in groups] == [set(order[i : i + 4]) for i in range(0, len(order), 4)]
     sampler.set_epoch(1)
     assert list(sampler) != first
+
+
+def _next_token_loss(model_dir, records, max_length):
+    """Brute force: every record alone through the saved model, mean cross-entropy over its response tokens."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mars.data import prompt_messages
+    from mars.train import tokenize_conversation
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    total, count = 0.0, 0
+    for record in records:
+        ids, labels = tokenize_conversation(
+            tokenizer, prompt_messages(record) + [{"role": "assistant", "content": record["response"]}]
+        )
+        ids, labels = torch.tensor(ids[:max_length]), torch.tensor(labels[:max_length])
+        with torch.no_grad():
+            logits = model(ids[None]).logits[0, :-1]
+        targets = labels[1:]
+        keep = targets != -100
+        total += torch.nn.functional.cross_entropy(logits[keep], targets[keep], reduction="sum").item()
+        count += int(keep.sum())
+    return total / count
+
+
+@pytest.mark.parametrize("method", ["ar", "mars"])
+def test_heldout_loss_is_the_next_token_loss_of_the_final_model(small_init, tmp_path, method):
+    """With data/heldout.jsonl the run logs the next-token loss on it (and on as many training records) every
+    eval_steps and at the end; for MARS too it is the plain next-token loss, not the dual-stream objective."""
+    from mars.data import write_jsonl
+    from tests.conftest import arithmetic_records
+
+    data = tmp_path / "data"
+    train_records = load_records(small_init / "data", "train")
+    heldout = [r for r in arithmetic_records(40, seed=1) if r["prompt"] not in {t["prompt"] for t in train_records}][:6]
+    write_jsonl(data / "train.jsonl", train_records)
+    write_jsonl(data / "heldout.jsonl", heldout)
+    out = tmp_path / "model"
+    # one eval batch holds every held-out record: the logged loss is then the token mean over all of them
+    s = spec(method=method, max_steps=5, eval_steps=2, batch_size=8)
+    metrics = train(s, init=str(small_init / "init"), data_dir=str(data), output=str(out), experiment="test")
+    logged = [h for h in json.loads((out / "run_config.json").read_text())["log_history"] if "eval_heldout_loss" in h]
+    assert [h["step"] for h in logged] == [2, 4, 5]  # every eval_steps, and the final weights
+    assert metrics["final_heldout_loss"] == pytest.approx(_next_token_loss(out, heldout, s.max_length), rel=1e-4)
+    # the training-record slice: 6 records evenly spaced over the 64 (its families come in blocks)
+    stride = len(train_records) / 6
+    picked = [train_records[int(i * stride)] for i in range(6)]
+    assert metrics["final_train_slice_loss"] == pytest.approx(_next_token_loss(out, picked, s.max_length), rel=1e-4)

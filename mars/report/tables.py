@@ -13,6 +13,7 @@ its numbers came from (method, tau, block size, cache, generation budget).
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 
 import pandas as pd
@@ -78,6 +79,20 @@ class Tables:
             out["tpf_avg"] = _mean([out[f"tpf_{f}"] for f in setting.families])
         return out
 
+    def seed_runs(self, setting: Setting, replicates=()) -> list[dict]:
+        """The scores of a setting's model and of its extra-seed runs (section ``seeds``), seed order."""
+        return [self.scores(s) for s in (setting, *replicates)]
+
+    def seeded(self, row: Row) -> dict:
+        """A row's scores as the mean over its seeds, with the standard deviation of each (sample, n - 1), the
+        number of seeds and the per-seed averages ("a;b;c"). One seed: its scores, deviations empty."""
+        runs = self.seed_runs(row.setting, row.replicates)
+        keys = [*row.setting.families, "avg"]
+        out = {k: _mean([r[k] for r in runs]) for k in keys}
+        out.update({f"{k}_std": _std([r[k] for r in runs]) for k in keys})
+        out.update(n_seeds=len(runs), avg_seeds=";".join(f"{r['avg']:.2f}" for r in runs))
+        return out
+
     def decoding(self, setting: Setting) -> dict:
         """The decoding settings the numbers came from, as the evaluations recorded them (one value per row)."""
         rows = self.evals[
@@ -119,7 +134,7 @@ class Tables:
                 {
                     "row": r.label,
                     "model": r.setting.model,
-                    **self.scores(r.setting),
+                    **self.seeded(r),
                     **self.decoding(r.setting),
                     **self.cost(r.setting.model),
                 }
@@ -135,7 +150,7 @@ class Tables:
                     **r.keys,
                     "row": r.label,
                     "model": r.setting.model,
-                    **self.scores(r.setting),
+                    **self.seeded(r),
                     **self.decoding(r.setting),
                     **self.cost(r.setting.model),
                 }
@@ -253,16 +268,24 @@ class Tables:
             fast_tpf[setting.model] = (setting.tau, self.scores(setting, tpf=True)["tpf_avg"])
         rows = []
         for r in self.rows:
-            a, b = self.scores(r.setting), self.scores(r.reference)
+            a = [s["avg"] for s in self.seed_runs(r.setting, r.replicates)]
+            b = [s["avg"] for s in self.seed_runs(r.reference, r.reference_replicates)]
             tau, tpf = fast_tpf.get(r.setting.model, (math.nan, math.nan))
+            delta, se = difference(a, b)
             rows.append(
                 {
                     "ablation": r.label,
                     "model": r.setting.model,
                     "reference": r.reference.model,
-                    "avg": a["avg"],
-                    "reference_avg": b["avg"],
-                    "delta": a["avg"] - b["avg"],
+                    "avg": _mean(a),
+                    "reference_avg": _mean(b),
+                    "delta": delta,
+                    # over training seeds: paired by seed where both rows have the same seeds
+                    "delta_se": se,
+                    "delta_over_se": delta / se if se and not math.isnan(se) else math.nan,
+                    "n_seeds": len(a),
+                    "avg_seeds": ";".join(f"{v:.2f}" for v in a),
+                    "reference_avg_seeds": ";".join(f"{v:.2f}" for v in b),
                     "fast_tau": tau,
                     "avg_tpf_fast_tau": tpf,
                     **self.cost(r.setting.model),
@@ -304,6 +327,23 @@ class Tables:
             row["s_per_step_vs_init"] = row["s_per_step"] / start["s_per_step"] if multi else math.nan
             row["peak_rss_vs_init"] = row["peak_rss_mb"] / start["peak_rss_mb"] if multi else math.nan
         return pd.DataFrame(list(rows.values()))
+
+
+def _std(values: list[float]) -> float:
+    values = [v for v in values if not (isinstance(v, float) and math.isnan(v))]
+    return statistics.stdev(values) if len(values) > 1 else math.nan
+
+
+def difference(a: list[float], b: list[float]) -> tuple[float, float]:
+    """Mean of ``a`` minus mean of ``b`` over training seeds, and its standard error: paired (the standard error
+    of the per-seed differences) when both have the same number of seeds, as the seed-s run of a model starts
+    from the seed-s run of its reference; else Welch's sqrt(s_a^2 / n_a + s_b^2 / n_b); NaN with one seed."""
+    delta = _mean(a) - _mean(b)
+    if len(a) == len(b) and len(a) > 1:
+        return delta, _std([x - y for x, y in zip(a, b)]) / math.sqrt(len(a))
+    if len(a) > 1 and len(b) > 1:
+        return delta, math.sqrt(_std(a) ** 2 / len(a) + _std(b) ** 2 / len(b))
+    return delta, math.nan
 
 
 def _mean(values: list[float]) -> float:
@@ -352,6 +392,9 @@ CAPTIONS = {
     "table9": "Table 9: Jacobi decoding of the AR model vs MARS: average accuracy and tokens per forward.",
     "ablations": "Ablations against their reference models (tau = 1.0 average; tokens per forward at the fast tau).",
     "cost": "Training cost per model, measured by Snakemake (wall time, peak RSS), and ratios to the AR start.",
+    "scaling": "Scaling study: per model size and SFT set size, MARS, MARS w/o L_AR and the AR continuation minus "
+    "AR SFT (tau = 1.0 average, standard errors over seeds and over test items), MARS at tau < 1, and AR SFT's "
+    "final next-token loss on training vs held-out records.",
 }
 
 
@@ -359,6 +402,12 @@ def make_table(job: dict, results: str | Path | None, output: str | Path, inputs
     name = job["table"]
     if name not in CAPTIONS:
         raise ConfigError(f"unknown table {name!r}; expected one of {', '.join(CAPTIONS)}")
+    if name == "scaling":
+        from mars.report.scaling import Study
+
+        frame = Study(job, results, inputs or []).table()
+        write_table(frame, output, CAPTIONS[name])
+        return frame
     tables = Tables(job, results, inputs, bench_csv)
     frame = tables.cost_table() if name == "cost" else getattr(tables, name)()
     write_table(frame, output, CAPTIONS[name])

@@ -2,6 +2,9 @@
 
     <out>/data/train.jsonl, <out>/data/test.jsonl   the six synthetic task families (mars.world.tasks): SFT / test
     <out>/data/pretrain.jsonl                       the base model's plain-LM corpus (``pretrain_per_family`` > 0)
+    <out>/data/heldout.jsonl                        ``heldout_per_family`` problems per family in no training set:
+                                                    every training run logs its next-token loss on them
+    <out>/data/train_x<k>.jsonl                     the scaling study's larger SFT sets (``sft_scales``)
     <out>/init/                                     tokenizer + randomly initialised Qwen2ForCausalLM
                                                     (a save_pretrained folder; the "base" model is pre-trained
                                                     from it as a plain LM)
@@ -59,13 +62,17 @@ def build_world(world: dict, out: str | Path) -> dict:
     out = Path(out)
     if out.exists():
         raise ConfigError(f"world folder exists already (remove it first): {out}")
-    from mars.world.tasks import make_pretrain, make_splits
+    from mars.world.tasks import make_heldout, make_pretrain, make_splits, make_train
 
     seed = world["seed"]
     train, test = make_splits(world["train_per_family"], world["test_per_family"], seed=seed)
     pretrain = make_pretrain(world["pretrain_per_family"], seed=seed) if world["pretrain_per_family"] else []
-    for record in train + test + pretrain:  # one Arrow-friendly schema for every family (lm-eval reads them)
-        record["target"] = json.dumps(record["target"], sort_keys=True)
+    # the scaling study's larger SFT sets (each holds the default set as its per-family prefix)
+    scaled = {k: make_train(world["train_per_family"] * k, seed=seed) for k in world["sft_scales"]}
+    trained = {r["prompt"] for records in [train, pretrain, *scaled.values()] for r in records}
+    heldout = make_heldout(world["heldout_per_family"], seed, trained) if world["heldout_per_family"] else []
+    for record in [*train, *test, *pretrain, *heldout, *(r for records in scaled.values() for r in records)]:
+        record["target"] = json.dumps(record["target"], sort_keys=True)  # one Arrow-friendly schema (lm-eval)
 
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -73,6 +80,10 @@ def build_world(world: dict, out: str | Path) -> dict:
     write_jsonl(tmp / "data" / "test.jsonl", test)
     if pretrain:
         write_jsonl(tmp / "data" / "pretrain.jsonl", pretrain)
+    if heldout:
+        write_jsonl(tmp / "data" / "heldout.jsonl", heldout)
+    for k, records in scaled.items():
+        write_jsonl(tmp / "data" / f"train_x{k}.jsonl", records)
     # The tokenizer is trained on the training split only (the test split stays unseen).
     corpus = [r["prompt"] + "\n" + r["response"] for r in train]
     tokenizer = train_tokenizer(corpus, world["vocab_size"])
@@ -84,6 +95,8 @@ def build_world(world: dict, out: str | Path) -> dict:
         "train_examples": len(train),
         "test_examples": len(test),
         "pretrain_examples": len(pretrain),
+        "heldout_examples": len(heldout),
+        **{f"train_x{k}_examples": len(records) for k, records in scaled.items()},
         "vocab_size": len(tokenizer),
         "parameters": sum(p.numel() for p in model.parameters()),
         "mean_train_tokens": sum(lengths) / len(lengths),

@@ -209,3 +209,42 @@ def test_cost_table_from_snakemake_benchmarks(cfg, tmp_path):
         (100.0 + order.index("mars_b8")) / (100.0 + order.index("ar_sft_5ep"))
     )
     assert math.isnan(frame.loc["ar_sft_5ep", "s_per_step_vs_init"])
+
+
+def test_seeded_rows_show_mean_deviation_and_paired_standard_error(cfg, tmp_path):
+    cfg["seeds"] = {"extra": [1, 2], "models": ["ar_sft_5ep", "mars_b4", "mars_nolar_b4"]}
+    cfg = validate(cfg)
+    job, results, files = outputs(cfg, tmp_path, "table2")
+    frame = make_table(job, results, tmp_path / "t" / "table2.csv", inputs=files).set_index("model")
+    setting = "mars-tau1-probability"
+
+    def avg(model, name):
+        return 100 * sum(score(model, name, f) for f in X.FAMILIES) / 6
+
+    runs = [avg(m, setting) for m in ("mars_b4", "mars_b4_seed1", "mars_b4_seed2")]
+    mean = sum(runs) / 3
+    assert frame.loc["mars_b4", "avg"] == pytest.approx(mean)
+    assert frame.loc["mars_b4", "avg_std"] == pytest.approx(math.sqrt(sum((r - mean) ** 2 for r in runs) / 2))
+    assert frame.loc["mars_b4", "gsm8k"] == pytest.approx(
+        100 * sum(score(m, setting, "gsm8k") for m in ("mars_b4", "mars_b4_seed1", "mars_b4_seed2")) / 3
+    )
+    assert frame.loc["mars_b4", "n_seeds"] == 3
+    assert frame.loc["mars_b4", "avg_seeds"] == ";".join(f"{r:.2f}" for r in runs)
+    assert frame.loc["base", "n_seeds"] == 1 and math.isnan(frame.loc["base", "avg_std"])
+    # the ablations: no L_AR minus MARS, paired by seed (seed s of both starts from AR SFT seed s)
+    job, results, files = outputs(cfg, tmp_path / "ab", "ablations")
+    ablations = make_table(job, results, tmp_path / "t" / "ablations.csv", inputs=files)
+    row = ablations[ablations.model == "mars_nolar_b4"].iloc[0]
+    diffs = [
+        avg(a, setting) - avg(b, setting)
+        for a, b in (
+            ("mars_nolar_b4", "mars_b4"),
+            ("mars_nolar_b4_seed1", "mars_b4_seed1"),
+            ("mars_nolar_b4_seed2", "mars_b4_seed2"),
+        )
+    ]
+    d = sum(diffs) / 3
+    assert row.delta == pytest.approx(d)
+    assert row.delta_se == pytest.approx(math.sqrt(sum((x - d) ** 2 for x in diffs) / 2) / math.sqrt(3))
+    # a row with one seed has no standard error
+    assert math.isnan(ablations[ablations.model == "mars_bidir_b4"].iloc[0].delta_se)

@@ -15,6 +15,9 @@ TABLES = Path(config["report"]["tables_dir"] or RESULTS_ROOT / "tables")
 FIGURES = Path(config["report"]["figures_dir"])
 BENCHMARKS = RESULTS / "benchmarks"  # Snakemake's own measurements of each job (wall time, peak memory)
 SETTING = "{method}-tau{tau}-{metric}"
+# the held-out records every training run logs its next-token loss on (tiny: heldout_per_family, hf: heldout_every)
+HAS_HELDOUT = config["world"].get("heldout_per_family" if TINY else "heldout_every")
+HELDOUT = str(WORLD / "data" / "heldout.jsonl") if HAS_HELDOUT else None
 
 # Offline clusters (offline.cache_dir; workflow/rules/offline.smk): the local rule `prefetch` fills the cache, and
 # the jobs that would read the hub (world, train, evaluate, bench) run with OFFLINE_ENV in front of their command:
@@ -49,6 +52,8 @@ def init_path(name):
 def init_input(wildcards):
     """Snakemake inputs of a training job (a hub id is not a file)."""
     inputs = {"data": str(WORLD / "data" / f"{train_spec(config, wildcards.model).split}.jsonl"), "prefetched": PREFETCHED}
+    if HELDOUT:
+        inputs["heldout"] = HELDOUT
     if config["models"][wildcards.model]["init"] != "world" or TINY:
         inputs["init"] = init_path(wildcards.model)
     return inputs

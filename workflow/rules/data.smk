@@ -6,6 +6,10 @@ if TINY:
     WORLD_OUTPUTS.update(test=str(WORLD / "data" / "test.jsonl"), init=directory(str(WORLD / "init")))
     if config["world"]["pretrain_per_family"]:
         WORLD_OUTPUTS["pretrain"] = str(WORLD / "data" / "pretrain.jsonl")
+    for scale in config["world"]["sft_scales"]:  # the scaling study's larger SFT sets
+        WORLD_OUTPUTS[f"train_x{scale}"] = str(WORLD / "data" / f"train_x{scale}.jsonl")
+if HELDOUT:
+    WORLD_OUTPUTS["heldout"] = HELDOUT
 
 
 rule world:

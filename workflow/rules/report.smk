@@ -163,3 +163,54 @@ rule figure_wallclock:
         str(RESULTS / "logs" / "figure_wallclock.log"),
     shell:
         REPORT_COMMAND + " --inputs {input} --output {params.stem} > {log} 2>&1"
+
+
+# The scaling study (config section `study`): `snakemake results/tables/scaling.csv` (not in the default target).
+if config.get("study"):
+    STUDY_INPUTS = setting_files(X.study_settings(config))
+
+    rule scaling_table:
+        input:
+            evals=STUDY_INPUTS,
+            models=[model_dir(m) for m in X.study_models(config)],
+        output:
+            csv=report(str(TABLES / "scaling.csv"), caption="../report/scaling.rst", category="Tables"),
+            md=str(TABLES / "scaling.md"),
+            tex=str(TABLES / "scaling.tex"),
+        params:
+            what="table",
+            job=X.as_param(X.study_job(config)),
+        conda:
+            "../../envs/report.yaml"
+        log:
+            str(RESULTS / "logs" / "scaling.log"),
+        shell:
+            REPORT_COMMAND + " --results {RESULTS} --inputs {input.evals} --output {output.csv} > {log} 2>&1"
+
+    rule figure_scaling:
+        input:
+            rules.scaling_table.output.csv,
+        output:
+            png=report(str(FIGURES / "fig_scaling.png"), caption="../report/scaling.rst", category="Figures"),
+            pdf=str(FIGURES / "fig_scaling.pdf"),
+            heldout_png=report(str(FIGURES / "fig_heldout_loss.png"), caption="../report/scaling.rst",
+                               category="Figures"),
+            heldout_pdf=str(FIGURES / "fig_heldout_loss.pdf"),
+        params:
+            scaling=report_job(figure="scaling"),
+            heldout=report_job(figure="heldout"),
+            stem=str(FIGURES / "fig_scaling"),
+            heldout_stem=str(FIGURES / "fig_heldout_loss"),
+        conda:
+            "../../envs/report.yaml"
+        log:
+            str(RESULTS / "logs" / "figure_scaling.log"),
+        shell:
+            "(mars report figure --job {params.scaling:q} --results-dir {RESULTS_ROOT} --inputs {input}"
+            " --output {params.stem} && mars report figure --job {params.heldout:q} --results-dir {RESULTS_ROOT}"
+            " --inputs {input} {RESULTS} --output {params.heldout_stem}) > {log} 2>&1"
+
+    rule study:  # `snakemake study`: the scaling table and its two figures
+        input:
+            rules.scaling_table.output.csv,
+            rules.figure_scaling.output.png,

@@ -32,7 +32,7 @@ from mars.world.tasks.facts import ATTRIBUTES, FACTS_FAMILY, N_TEST_FACTS, N_TES
 from mars.world.tasks.humaneval import HUMANEVAL_TIMEOUT_S, extract_code
 from mars.world.tasks.ifeval import check_instruction, count_bullets, count_sentences
 from mars.world.tasks.registry import FAMILIES, REGISTRY, family
-from mars.world.tasks.splits import few_shot_examples, make_pretrain, make_splits
+from mars.world.tasks.splits import few_shot_examples, make_heldout, make_pretrain, make_splits, make_train
 
 __all__ = [
     "ATTRIBUTES",
@@ -55,8 +55,10 @@ __all__ = [
     "fact_base",
     "family",
     "few_shot_examples",
+    "make_heldout",
     "make_pretrain",
     "make_splits",
+    "make_train",
     "score",
 ]
 

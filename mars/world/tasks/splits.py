@@ -53,14 +53,21 @@ def make_splits(n_train_per_family: int, n_test_per_family: int, seed: int = 0) 
                 f"{fam}: requested {n_test} test questions per family but the fact base "
                 f"only holds {cap} held-out questions (n_test_per_family <= {cap})"
             )
-    train: list[dict] = []
     test: list[dict] = []
     for fam in FAMILIES:
         test += _finish(fam, "test", REGISTRY[fam].generate("test", n_test, seed, "test"))
-        fam_train = _finish(fam, "train", REGISTRY[fam].generate("train", n_train, seed, "train"))
+    return make_train(n_train, seed), test
+
+
+def make_train(n_per_family: int, seed: int = 0) -> list[dict]:
+    """The SFT set: ``n_per_family`` problems of every family, then the 1000 fact-teaching records. A larger set
+    (the scaling study's 4x, 8x) holds a smaller one as its per-family prefix."""
+    n = _check_size("n_per_family", n_per_family)
+    train: list[dict] = []
+    for fam in FAMILIES:
+        fam_train = _finish(fam, "train", REGISTRY[fam].generate("train", n, seed, "train"))
         train += with_shot_context(fam_train) if fam == "bbh" else fam_train
-    train += _finish(FACTS_FAMILY, "train", fact_examples(fact_base(seed)))
-    return train, test
+    return train + _finish(FACTS_FAMILY, "train", fact_examples(fact_base(seed)))
 
 
 def make_pretrain(n_per_family: int, seed: int = 0) -> list[dict]:
@@ -77,6 +84,30 @@ def make_pretrain(n_per_family: int, seed: int = 0) -> list[dict]:
         records = _finish(fam, "pretrain", REGISTRY[fam].generate("train", n, seed, "pretrain"))
         out += with_shot_context(records) if fam == "bbh" else records
     return out + _finish(FACTS_FAMILY, "pretrain", fact_examples(fact_base(seed)))
+
+
+def make_heldout(n_per_family: int, seed: int = 0, exclude: set[str] = frozenset()) -> list[dict]:
+    """``n_per_family`` problems of every family for the held-out next-token loss (no facts records).
+
+    Drawn from the TRAIN side of each family's key space (never a test problem) on a stream of its own
+    ("heldout"), skipping every prompt in ``exclude`` (the SFT sets and the pre-training corpus), so that no
+    held-out record is in any training set. Raises ValueError when a family runs out of unused prompts.
+    """
+    n = _check_size("n_per_family", n_per_family)
+    out: list[dict] = []
+    for fam in FAMILIES:
+        want = n
+        for attempt in range(6):  # ask for more until n unused prompts are found (smaller sizes are prefixes)
+            drawn = REGISTRY[fam].generate("train", want, seed, "heldout")
+            kept = [ex for ex in drawn if ex["prompt"] not in exclude][:n]
+            if len(kept) == n:
+                break
+            want *= 2
+        else:
+            raise ValueError(f"{fam}: only {len(kept)} held-out problems outside the training sets (requested {n})")
+        records = _finish(fam, "heldout", kept)
+        out += with_shot_context(records) if fam == "bbh" else records
+    return out
 
 
 def few_shot_examples(family: str, k: int, seed: int = 0, subtask: str | None = None) -> list[dict]:
