@@ -3,6 +3,7 @@
 Slow (a few minutes on 2 cores), so marked; it still runs in CI.
 """
 
+import json
 import math
 import os
 import shutil
@@ -134,8 +135,36 @@ def test_every_table_has_its_rows_columns_and_paper_numbers(smoke_run):
         assert lossless[family].tolist() == greedy[family].tolist()
     t9 = frames["table9"]
     assert list(t9.method) == ["Jacobi decoding", "MARS (tau=0.95)"]
-    assert {"ablation", "delta", "reference_avg"} <= set(frames["ablations"].columns)
+    assert {"ablation", "delta", "reference_avg", "delta_se"} <= set(frames["ablations"].columns)
     assert len(frames["ablations"]) == 6
+    # the extra seed (configs/smoke.yaml: seed 1 of AR SFT 5 ep and MARS B=4): means over 2 runs, each listed
+    seeded = t2.set_index("model")
+    assert seeded.loc["mars_b4", "n_seeds"] == 2 and seeded.loc["base", "n_seeds"] == 1
+    runs = [float(v) for v in str(seeded.loc["mars_b4", "avg_seeds"]).split(";")]
+    assert seeded.loc["mars_b4", "avg"] == pytest.approx(sum(runs) / 2, abs=0.01)
+    # every training run logged its held-out next-token loss
+    models = workdir / "results" / "smoke" / "models"
+    for model in ("base", "ar_sft_5ep", "mars_b4", "mars_b4_seed1"):
+        metrics = json.loads((models / model / "metrics.json").read_text())
+        assert math.isfinite(metrics["final_heldout_loss"]) and math.isfinite(metrics["final_train_slice_loss"])
+
+
+def test_the_study_target_runs_every_point(smoke_run):
+    """`snakemake study`: the scaling table and its two figures, from the smoke config's three points (default, one
+    other size, one larger SFT set), on top of the built default run."""
+    workdir, _ = smoke_run
+    proc = snakemake(workdir, "--cores", "2", "study")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    table = pd.read_csv(workdir / "results" / "smoke" / "tables" / "scaling.csv")
+    assert list(table.point) == ["default", "h16", "x2"]
+    assert table.hidden_size.tolist() == [32, 16, 32]
+    assert table.parameters[1] < table.parameters[0]
+    assert table.sft_records[2] > table.sft_records[0]  # the larger SFT set (2x the problems, the same facts)
+    for column in ("mars_minus_ar", "nolar_minus_ar", "cont_minus_ar", "ar_heldout_loss", "ar_train_loss"):
+        assert table[column].map(math.isfinite).all(), column
+    figures = workdir / "results" / "smoke" / "paper_figures"
+    for stem in ("fig_scaling", "fig_heldout_loss"):
+        assert (figures / f"{stem}.png").stat().st_size > 1000
 
 
 def test_every_figure_exists(smoke_run):
@@ -223,10 +252,13 @@ def test_a_learning_rate_reruns_that_model_its_descendants_their_evaluations_and
     workdir, _ = smoke_run
     path = edited(tmp_path, lambda c: c["models"]["ar_sft_10ep"].update(learning_rate=1e-3))
     assert planned(workdir, config=path) == expected_jobs(path, {"ar_sft_10ep"}, {"ar_sft_10ep"})
-    # AR SFT (5 ep) starts every MARS model and ablation: all of them, not the base, not the 10-epoch control
+    # AR SFT (5 ep) starts every MARS model and ablation: all of them, not the base, not the 10-epoch control; its
+    # extra-seed run is trained with the same entry, and the extra-seed MARS run starts from that
     path = edited(tmp_path, lambda c: c["models"]["ar_sft_5ep"].update(learning_rate=1e-3))
     descendants = {
         "ar_sft_5ep",
+        "ar_sft_5ep_seed1",
+        "mars_b4_seed1",
         "mars_b4",
         "mars_b8",
         "mars_b16",
@@ -238,7 +270,7 @@ def test_a_learning_rate_reruns_that_model_its_descendants_their_evaluations_and
     }
     jobs = planned(workdir, config=path)
     assert jobs == expected_jobs(path, descendants, descendants)
-    assert jobs["train"] == 9
+    assert jobs["train"] == 11
 
 
 def test_the_world_seed_reruns_everything(smoke_run, tmp_path):
