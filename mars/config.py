@@ -212,6 +212,19 @@ def continuation_entry(config: dict, ar: str, mars: str) -> dict:
     return {**entry, "method": "ar", "init": ar}
 
 
+def study_default_point(config: dict) -> dict[str, str]:
+    """{role: model} of the study's default point: the report's base, AR SFT, MARS and MARS w/o L_AR, and the AR
+    continuation (``report.rows.ar_continuation``, else the study's own ``study_default_cont``)."""
+    rows = config["report"]["rows"]
+    return {
+        "base": config["report"]["base_model"],
+        "ar": rows["ar_sft"],
+        "mars": rows["mars"],
+        "nolar": rows["mars_no_sft_loss"],
+        "cont": rows.get("ar_continuation") or study_name("default", "cont"),
+    }
+
+
 def expand_study(config: dict) -> None:
     """Section ``study``: per point (``default``; each of ``sizes``; ``x<k>`` for each of ``sft_scales``) the models
     base -> AR SFT -> MARS with / without L_AR and the AR continuation, named ``study_<point>_<role>``; the default
@@ -221,16 +234,12 @@ def expand_study(config: dict) -> None:
         return
     models = config["models"]
     rows = config["report"]["rows"]
-    roles = {
-        "base": config["report"]["base_model"],
-        "ar": rows["ar_sft"],
-        "mars": rows["mars"],
-        "nolar": rows["mars_no_sft_loss"],
-    }
+    roles = {r: m for r, m in study_default_point(config).items() if r != "cont"}
     methods = {"base": "lm", "ar": "ar", "mars": "mars", "nolar": "mars"}
     if any(roles[r] not in models or models[roles[r]]["method"] != methods[r] for r in roles if r != "base"):
         return  # check_model_references names the report key that names no (or the wrong kind of) model entry
-    if models[roles["base"]]["init"] != "world" or models[roles["ar"]]["init"] != roles["base"]:
+    base = models.get(roles["base"])
+    if base is None or base["init"] != "world" or models[roles["ar"]]["init"] != roles["base"]:
         raise ConfigError("config key 'study': needs report.base_model (init world) -> report.rows.ar_sft")
     for role in ("mars", "nolar"):
         if models[roles[role]]["init"] != roles["ar"]:

@@ -57,6 +57,7 @@ def test_default_rows_are_the_papers():
         ("bidirectional block", "mars_bidir_b4", "mars_b4"),
         ("block diffusion", "block_diffusion_b4", "mars_b4"),
         ("10-epoch AR", "ar_sft_10ep", "ar_sft_5ep"),
+        ("MARS vs its AR start", "mars_b4", "ar_sft_5ep"),
         ("AR continuation", "ar_sft_5ep_cont", "ar_sft_5ep"),
     ]
     table9 = X.table_rows(cfg, "table9")

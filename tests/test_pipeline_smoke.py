@@ -136,7 +136,7 @@ def test_every_table_has_its_rows_columns_and_paper_numbers(smoke_run):
     t9 = frames["table9"]
     assert list(t9.method) == ["Jacobi decoding", "MARS (tau=0.95)"]
     assert {"ablation", "delta", "reference_avg", "delta_se"} <= set(frames["ablations"].columns)
-    assert len(frames["ablations"]) == 6
+    assert len(frames["ablations"]) == 7
     # the extra seed (configs/smoke.yaml: seed 1 of AR SFT 5 ep and MARS B=4): means over 2 runs, each listed
     seeded = t2.set_index("model")
     assert seeded.loc["mars_b4", "n_seeds"] == 2 and seeded.loc["base", "n_seeds"] == 1
