@@ -130,6 +130,27 @@ def test_export_hf_sft_reads_the_mirror(mirror, tmp_path, offline_hub):
         assert record["response"] == row["messages"][-1]["content"]
 
 
+def test_export_hf_sft_holds_out_every_nth_conversation(mirror, tmp_path, offline_hub):
+    """world.heldout_every: every n-th usable conversation goes to heldout.jsonl (the held-out next-token loss of
+    every training run) and not to train.jsonl; the rest keep their order."""
+    from mars.data import export_hf_sft, read_jsonl
+
+    folder = str(mirror[0] / "datasets" / "Dolci-Instruct-SFT")
+    world = {"kind": "hf", "base_model": str(model_dir(mirror, "0.5b")), "dataset": folder, "split": "train"}
+    world.update(mask_token="<|fim_pad|>", heldout_every=3)
+    summary = export_hf_sft(world, tmp_path / "world")
+    train = read_jsonl(tmp_path / "world" / "data" / "train.jsonl")
+    heldout = read_jsonl(tmp_path / "world" / "data" / "heldout.jsonl")
+    assert summary["heldout_examples"] == len(heldout) == RECORDS // 3
+    assert summary["train_examples"] == len(train) == RECORDS - RECORDS // 3
+    plain = dict(world)
+    plain.pop("heldout_every")
+    export_hf_sft(plain, tmp_path / "plain")
+    records = read_jsonl(tmp_path / "plain" / "data" / "train.jsonl")
+    assert heldout == records[2::3]
+    assert train == [r for i, r in enumerate(records) if i % 3 != 2]
+
+
 def test_cli_mirror_writes_one_shape_and_refuses_an_existing_folder(tmp_path, capsys):
     from mars.cli import main
 

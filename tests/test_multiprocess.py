@@ -58,17 +58,32 @@ def test_an_effective_batch_that_does_not_divide_is_one_error_line(small_init, t
     assert not out.exists() and not (tmp_path / "out.work").exists()
 
 
+def _data_with_heldout(small_init, tmp_path) -> Path:
+    """The training records and 8 held-out ones (two eval batches of 4: one per process with 2 processes)."""
+    from mars.data import load_records, write_jsonl
+    from tests.conftest import arithmetic_records
+
+    data = tmp_path / "data"
+    if not data.is_dir():
+        train = load_records(small_init / "data", "train")
+        seen = {r["prompt"] for r in train}
+        write_jsonl(data / "train.jsonl", train)
+        write_jsonl(data / "heldout.jsonl", [r for r in arithmetic_records(40, seed=1) if r["prompt"] not in seen][:8])
+    return data
+
+
 def _run(small_init, tmp_path, name, method, processes):
     config = tmp_path / f"{name}.yaml"
     training = dict(learning_rate=2e-3, batch_size=4, effective_batch=8, max_length=64, max_steps=4, logging_steps=1)
-    training.update(save_steps=100, warmup_ratio=0.0, seed=0)
+    training.update(save_steps=100, warmup_ratio=0.0, seed=0, eval_steps=2)
     entry = {"method": method, "init": "world", **({"block_size": 4} if method == "mars" else {})}
     config.write_text(
         yaml.safe_dump({"name": "mp", "world": {"kind": "tiny"}, "training": training, "models": {"m": entry}})
     )
     out = tmp_path / name
     command = ["train", "--config", str(config), "--model", "m", "--init", str(small_init / "init")]
-    command += ["--data", str(small_init / "data"), "--output", str(out), "--results-dir", str(tmp_path / "results")]
+    data = _data_with_heldout(small_init, tmp_path)
+    command += ["--data", str(data), "--output", str(out), "--results-dir", str(tmp_path / "results")]
     # the launch command of the workflow's train rule for a job of `processes` CPU processes (training.processes)
     launcher = shlex.split(train_launcher(0, None, ROOT, processes))
     assert launcher[:2] == (["accelerate", "launch"] if processes > 1 else ["mars"])
@@ -82,15 +97,20 @@ def _run(small_init, tmp_path, name, method, processes):
         2 // processes,
         8,
     )
-    return [h for h in run_config["log_history"] if "loss" in h], load_file(str(out / "model.safetensors"))
+    heldout = [h["eval_heldout_loss"] for h in run_config["log_history"] if "eval_heldout_loss" in h]
+    assert len(heldout) == 2  # steps 2 and 4
+    losses = [h for h in run_config["log_history"] if "loss" in h]
+    return losses, heldout, load_file(str(out / "model.safetensors"))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["ar", "mars"])
 def test_two_processes_give_the_losses_of_one_on_the_same_global_batch(small_init, tmp_path, method):
-    one, weights_one = _run(small_init, tmp_path, "one", method, 1)
-    two, weights_two = _run(small_init, tmp_path, "two", method, 2)
+    one, heldout_one, weights_one = _run(small_init, tmp_path, "one", method, 1)
+    two, heldout_two, weights_two = _run(small_init, tmp_path, "two", method, 2)
     assert len(one) == len(two) == 4
+    # the held-out next-token loss: each process evaluates one of the two batches, gathered into the same mean
+    assert heldout_two == pytest.approx(heldout_one, rel=1e-5)
     keys = ["loss"] + (["loss_mask", "loss_ar"] if method == "mars" else [])
     worst = max(abs(a[k] - b[k]) / abs(a[k]) for a, b in zip(one, two) for k in keys)
     print(f"{method}: worst relative difference of the per-step losses, 1 vs 2 processes: {worst:.2e}")
