@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -160,18 +161,36 @@ def build_dataset(records: list[dict], tokenizer, spec: TrainSpec) -> Dataset:
     return Dataset.from_dict(rows)
 
 
-def eval_datasets(data_dir: str | Path, spec: TrainSpec, tokenizer, dataset: Dataset) -> dict[str, Dataset] | None:
+def training_slice(records: list[dict], heldout: list[dict]) -> list[dict]:
+    """As many training records as ``heldout`` holds, in its mixture, so that their loss gap is the generalisation
+    gap and not a difference of content: per family (the tiny world's ``family`` key) as many records of that family
+    as the held-out set has, evenly spaced over that family's records (records of families the held-out set lacks,
+    such as the tiny world's fact records, are not drawn); without families (an hf world, whose held-out set is a
+    uniform subsample), evenly spaced over all records."""
+
+    def spaced(pool: list[dict], n: int) -> list[dict]:
+        n = min(n, len(pool))
+        return [pool[int(i * len(pool) / n)] for i in range(n)]
+
+    if not all("family" in r for r in heldout):
+        return spaced(records, len(heldout))
+    wanted = Counter(r["family"] for r in heldout)
+    return [r for family, n in wanted.items() for r in spaced([r for r in records if r.get("family") == family], n)]
+
+
+def eval_datasets(data_dir: str | Path, spec: TrainSpec, tokenizer, records: list[dict]) -> dict[str, Dataset] | None:
     """What the held-out next-token loss is measured on: ``heldout`` (``<data>/heldout.jsonl``: records of the same
-    generators / data set that are in no training set) and ``train``, as many training records, evenly spaced over
-    the training set (its families come in blocks). Their gap is the generalisation gap of next-token prediction.
-    None without ``eval_steps`` or without a held-out file."""
+    generators / data set that are in no training set) and ``train``, the same mixture drawn from the training
+    ``records`` (training_slice). Their gap is the generalisation gap of next-token prediction. None without
+    ``eval_steps`` or without a held-out file."""
     path = Path(data_dir) / "heldout.jsonl"
     if spec.eval_steps is None or not path.is_file():
         return None
-    heldout = build_dataset(load_records(data_dir, "heldout"), tokenizer, spec)
-    n = min(len(heldout), len(dataset))
-    stride = len(dataset) / n
-    return {"heldout": heldout, "train": dataset.select([int(i * stride) for i in range(n)])}
+    heldout = load_records(data_dir, "heldout")
+    return {
+        "heldout": build_dataset(heldout, tokenizer, spec),
+        "train": build_dataset(training_slice(records, heldout), tokenizer, spec),
+    }
 
 
 def sft_config(spec: TrainSpec, work_dir: Path, grad_accum: int, evaluate: bool = False) -> SFTConfig:
@@ -353,7 +372,7 @@ def train(
             f"max_length={spec.max_length} tokens long",
             file=sys.stderr,
         )
-    evals = eval_datasets(data_dir, spec, tokenizer, dataset)
+    evals = eval_datasets(data_dir, spec, tokenizer, records)
     if spec.threads:
         torch.set_num_threads(spec.threads)
 

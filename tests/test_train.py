@@ -209,3 +209,16 @@ def test_heldout_loss_is_the_next_token_loss_of_the_final_model(small_init, tmp_
     stride = len(train_records) / 6
     picked = [train_records[int(i * stride)] for i in range(6)]
     assert metrics["final_train_slice_loss"] == pytest.approx(_next_token_loss(out, picked, s.max_length), rel=1e-4)
+
+
+def test_the_training_slice_has_the_heldout_sets_mixture():
+    """Per family as many training records as the held-out set has, evenly spaced within the family; families the
+    held-out set lacks (the tiny world's facts) are not drawn; without families, evenly spaced over all."""
+    from mars.train import training_slice
+
+    records = [{"family": "facts", "id": i} for i in range(3)]
+    records += [{"family": "a", "id": 10 + i} for i in range(4)] + [{"family": "b", "id": 20 + i} for i in range(3)]
+    heldout = [{"family": "a"}, {"family": "b"}, {"family": "a"}]
+    assert [r["id"] for r in training_slice(records, heldout)] == [10, 12, 20]
+    plain = [{"id": i} for i in range(10)]
+    assert [r["id"] for r in training_slice(plain, [{}, {}, {}, {}])] == [0, 2, 5, 7]
