@@ -23,7 +23,7 @@ import pandas as pd
 from mars.config import ConfigError
 from mars.experiments import FAMILIES, setting_name
 from mars.report.collect import collect_evals, read_json
-from mars.report.tables import _mean, difference
+from mars.report.tables import _mean, difference, t_halfwidth
 
 
 def parameter_count(model_dir: Path) -> int:
@@ -67,10 +67,11 @@ class Study:
 
     def compare(self, model: str, reference: str, prefix: str) -> dict:
         a, b = self.result(model, 1.0), self.result(reference, 1.0)
-        delta, se_seeds = difference(self.seeds(model, 1.0), self.seeds(reference, 1.0))
+        delta, se_seeds, pairs = difference(self.seeds(model, 1.0), self.seeds(reference, 1.0))
         return {
-            f"{prefix}_minus_ar": delta,  # over seeds where there are several (else the one run)
+            f"{prefix}_minus_ar": delta,  # paired by seed over the seeds both have (else the seed-0 runs)
             f"{prefix}_minus_ar_se_seeds": se_seeds,
+            f"{prefix}_minus_ar_ci95_seeds": t_halfwidth(se_seeds, pairs),
             f"{prefix}_minus_ar_se_test": math.sqrt(a["se"] ** 2 + b["se"] ** 2),
         }
 

@@ -271,19 +271,22 @@ class Tables:
             a = [s["avg"] for s in self.seed_runs(r.setting, r.replicates)]
             b = [s["avg"] for s in self.seed_runs(r.reference, r.reference_replicates)]
             tau, tpf = fast_tpf.get(r.setting.model, (math.nan, math.nan))
-            delta, se = difference(a, b)
+            delta, se, pairs = difference(a, b)
+            half = t_halfwidth(se, pairs)
             rows.append(
                 {
                     "ablation": r.label,
                     "model": r.setting.model,
                     "reference": r.reference.model,
                     "avg": _mean(a),
-                    "reference_avg": _mean(b),
+                    "reference_avg": _mean(b[:pairs]),  # over the seeds the model has: delta = avg - this
                     "delta": delta,
-                    # over training seeds: paired by seed where both rows have the same seeds
+                    # over the training seeds both rows have, paired by seed
                     "delta_se": se,
                     "delta_over_se": delta / se if se and not math.isnan(se) else math.nan,
-                    "n_seeds": len(a),
+                    "delta_ci95": half,  # t with n - 1 degrees of freedom
+                    "verdict": verdict(delta, half),
+                    "n_seeds": pairs,
                     "avg_seeds": ";".join(f"{v:.2f}" for v in a),
                     "reference_avg_seeds": ";".join(f"{v:.2f}" for v in b),
                     "fast_tau": tau,
@@ -334,16 +337,34 @@ def _std(values: list[float]) -> float:
     return statistics.stdev(values) if len(values) > 1 else math.nan
 
 
-def difference(a: list[float], b: list[float]) -> tuple[float, float]:
-    """Mean of ``a`` minus mean of ``b`` over training seeds, and its standard error: paired (the standard error
-    of the per-seed differences) when both have the same number of seeds, as the seed-s run of a model starts
-    from the seed-s run of its reference; else Welch's sqrt(s_a^2 / n_a + s_b^2 / n_b); NaN with one seed."""
-    delta = _mean(a) - _mean(b)
-    if len(a) == len(b) and len(a) > 1:
-        return delta, _std([x - y for x, y in zip(a, b)]) / math.sqrt(len(a))
-    if len(a) > 1 and len(b) > 1:
-        return delta, math.sqrt(_std(a) ** 2 / len(a) + _std(b) ** 2 / len(b))
-    return delta, math.nan
+def difference(a: list[float], b: list[float]) -> tuple[float, float, int]:
+    """``a`` minus ``b`` over the training seeds both have, paired by seed (each list is a model's own seed, then
+    ``seeds.extra`` in order; the seed-s run of a model starts from the seed-s run of its reference): the mean of
+    the per-seed differences, its standard error (NaN with one pair) and the number of pairs. A model with one seed
+    is compared with its reference's run of the same seed, not with the reference's seed mean."""
+    n = min(len(a), len(b))
+    diffs = [x - y for x, y in zip(a[:n], b[:n])]
+    return _mean(diffs), _std(diffs) / math.sqrt(n) if n > 1 else math.nan, n
+
+
+def verdict(delta: float, half: float) -> str:
+    """``lower`` / ``higher`` when the 95 % interval of the paired difference excludes 0, ``within noise`` when it
+    does not, ``one seed`` when there is no interval."""
+    if math.isnan(half):
+        return "one seed"
+    if abs(delta) <= half:
+        return "within noise"
+    return "lower" if delta < 0 else "higher"
+
+
+def t_halfwidth(se: float, n: int, level: float = 0.95) -> float:
+    """Half-width of the two-sided ``level`` confidence interval of a mean difference over ``n`` paired seeds:
+    Student's t with n - 1 degrees of freedom times the standard error (4.30 x SE at 3 seeds, not 2 x SE)."""
+    if n < 2 or math.isnan(se):
+        return math.nan
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + level / 2, n - 1)) * se
 
 
 def _mean(values: list[float]) -> float:

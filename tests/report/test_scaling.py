@@ -90,10 +90,10 @@ def test_scaling_table_numbers(cfg, tmp_path):
     assert row.mars_minus_ar_se_seeds == pytest.approx(math.sqrt(sum((x - d) ** 2 for x in diffs) / 2 / 3))
     # the test-item standard error: each model's six 1-point stderrs -> sqrt(6) / 6 per model, two models
     assert row.mars_minus_ar_se_test == pytest.approx(math.sqrt(2 * (math.sqrt(6) / 6) ** 2))
-    # no L_AR has one seed: its difference is to AR SFT's seed mean, without a seed standard error
-    ar_mean = sum(avg(a, ar) for a in ("ar_sft_5ep", "ar_sft_5ep_seed1", "ar_sft_5ep_seed2")) / 3
-    assert row.nolar_minus_ar == pytest.approx(avg("mars_nolar_b4", one) - ar_mean)
-    assert math.isnan(row.nolar_minus_ar_se_seeds)
+    assert row.mars_minus_ar_ci95_seeds == pytest.approx(4.302653 * row.mars_minus_ar_se_seeds, rel=1e-6)
+    # no L_AR has one seed: its difference is to AR SFT's seed-0 run (where it starts), without a seed error
+    assert row.nolar_minus_ar == pytest.approx(avg("mars_nolar_b4", one) - avg("ar_sft_5ep", ar))
+    assert math.isnan(row.nolar_minus_ar_se_seeds) and math.isnan(row.nolar_minus_ar_ci95_seeds)
     assert row.cont_model == "study_default_cont"
     # a size point: its own chain; tokens per forward and change at tau 0.5 of its MARS model
     row = frame.loc["h16"]

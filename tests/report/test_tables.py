@@ -248,5 +248,11 @@ def test_seeded_rows_show_mean_deviation_and_paired_standard_error(cfg, tmp_path
     d = sum(diffs) / 3
     assert row.delta == pytest.approx(d)
     assert row.delta_se == pytest.approx(math.sqrt(sum((x - d) ** 2 for x in diffs) / 2) / math.sqrt(3))
-    # a row with one seed has no standard error
-    assert math.isnan(ablations[ablations.model == "mars_bidir_b4"].iloc[0].delta_se)
+    # the 95 % interval uses Student's t with 2 degrees of freedom (4.303, from a t table), not 2 x SE
+    assert row.delta_ci95 == pytest.approx(4.302653 * row.delta_se, rel=1e-6)
+    assert row.verdict == ("within noise" if abs(d) <= row.delta_ci95 else "lower" if d < 0 else "higher")
+    # a row with one seed is compared with its reference's run of the same seed (seed 0), and has no error
+    bidir = ablations[ablations.model == "mars_bidir_b4"].iloc[0]
+    assert bidir.delta == pytest.approx(avg("mars_bidir_b4", setting) - avg("mars_b4", setting))
+    assert bidir.reference_avg == pytest.approx(avg("mars_b4", setting))
+    assert math.isnan(bidir.delta_se) and bidir.n_seeds == 1 and bidir.verdict == "one seed"
