@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import asdict, dataclass, fields
 from functools import cache
 from pathlib import Path
@@ -272,6 +273,14 @@ def expand_study(config: dict) -> None:
                 config, names[role], {**entry, "derived_from": {"kind": "study", "point": name, "role": role}}, "study"
             )
 
+    if 1.0 not in [float(t) for t in study["taus"]]:
+        raise ConfigError("config key 'study.taus': must hold 1.0 (the table compares every model at tau 1.0)")
+    for name in study["sizes"]:
+        if name == "default" or re.fullmatch(r"x\d+", name):
+            raise ConfigError(
+                f"config key 'study.sizes.{name}': the name of a size point cannot be 'default' or x<k> (the "
+                "names of the default point and of the SFT-set points)"
+            )
     if study["sizes"] and config["world"]["kind"] != "tiny":
         raise ConfigError("config key 'study.sizes': only a tiny world trains bases of other sizes")
     for name, change in study["sizes"].items():

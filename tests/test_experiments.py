@@ -314,3 +314,8 @@ def test_study_points_are_the_default_chain_at_other_sizes_and_data():
     assert not any(s.model.startswith("study_") for s in X.all_settings(cfg))
     with pytest.raises(ConfigError, match="not one of world.sft_scales"):
         config(edit=lambda raw: raw["study"].update(sft_scales=[3]))
+    with pytest.raises(ConfigError, match="must hold 1.0"):
+        config(edit=lambda raw: raw["study"].update(taus=[0.95]))
+    for name in ("x4", "default"):  # a size point may not take the name of the SFT-set or the default point
+        with pytest.raises(ConfigError, match=f"study.sizes.{name}'"):
+            config(edit=lambda raw, name=name: raw["study"]["sizes"].update({name: {"hidden_size": 64}}))
