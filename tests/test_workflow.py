@@ -46,11 +46,11 @@ def dry_run(*args) -> tuple[int, str, dict]:
 def test_default_config_schedules_the_whole_chain():
     code, out, jobs = dry_run()
     assert code == 0, out
-    # 12 models (the AR continuation included), 4 of them with 2 extra seeds, Table 6's draft chain (base, AR, MARS)
-    assert jobs["world"] == 1 and jobs["train"] == 12 + 4 * 2 + 3
-    # Tables 2/3/4/9 and ablations: 12 models and 8 extra-seed runs at tau 1.0, 8 MARS-decoded models at 0.95,
+    # 12 models (the AR continuation included), 5 of them with 2 extra seeds, Table 6's draft chain (base, AR, MARS)
+    assert jobs["world"] == 1 and jobs["train"] == 12 + 5 * 2 + 3
+    # Tables 2/3/4/9 and ablations: 12 models and 10 extra-seed runs at tau 1.0, 8 MARS-decoded models at 0.95,
     # Jacobi on AR SFT
-    assert jobs["evaluate"] == 12 + 8 + 8 + 1
+    assert jobs["evaluate"] == 12 + 10 + 8 + 1
     # tau sweep: 6 models x 6 taus below 1.0 ... plus tau 1.0, and the acceptance metrics (entropy, margin),
     # and the lossless model (mars_b4) at the 6 taus below 1.0
     assert jobs["evaluate_sweep"] == 6 * 7 + 2 * 5 + 6
@@ -220,7 +220,7 @@ def test_every_job_gets_its_settings_as_a_param_and_decodes_with_its_trained_blo
         f"sweep/mars_b4/mars_lossless-tau{t}-probability" for t in (0.95, 0.9, 0.8, 0.7, 0.6, 0.5)
     )
     assert all(v["method"] == "mars_lossless" and v["block_size"] == 4 for v in lossless.values())
-    assert len(evals) == 20 + 52 + 6 + 9  # + the AR continuation and the 8 extra-seed runs at tau 1.0
+    assert len(evals) == 20 + 52 + 6 + 11  # + the AR continuation and the 10 extra-seed runs at tau 1.0
 
 
 def test_paper_evaluations_get_the_harness_tasks_not_the_tiny_ones():
