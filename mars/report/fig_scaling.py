@@ -45,7 +45,7 @@ def scaling(scaling_csv: str, stem: str) -> list[Path]:
         ax.set_title(f"{axis} (others as the default)")
     axes[0].set_ylabel("minus AR SFT, tau = 1.0 avg (points)")
     # the bars are the test-item error only: a point with one seed has no seed error (scaling.csv has both)
-    fig.text(0.01, -0.02, "error bars: test-item standard error; seed-to-seed spread not included", fontsize=7)
+    fig.text(0.01, -0.1, "error bars: test-item standard error; seed-to-seed spread not included", fontsize=7)
     axes[1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
     return save(fig, Path(stem))
 

@@ -384,8 +384,8 @@ def _beside(table: pd.DataFrame, paper: pd.DataFrame, on) -> pd.DataFrame:
 def write_table(frame: pd.DataFrame, output: str | Path, caption: str = "") -> None:
     """CSV (the data), Markdown and LaTeX booktabs renderings; each written whole or not at all."""
     output = Path(output)
-    # two decimals, but single-forward timings (milliseconds) keep five
-    rounded = frame.round({c: 5 if c.startswith("t_") else 2 for c in frame.columns})
+    # two decimals, but single-forward timings (milliseconds) and next-token losses (0.002 at x8) keep five
+    rounded = frame.round({c: 5 if c.startswith("t_") or c.endswith("_loss") else 2 for c in frame.columns})
     texts = {
         output: rounded.to_csv(index=False),
         output.with_suffix(".md"): (f"{caption}\n\n" if caption else "") + rounded.to_markdown(index=False) + "\n",

@@ -256,3 +256,12 @@ def test_seeded_rows_show_mean_deviation_and_paired_standard_error(cfg, tmp_path
     assert bidir.delta == pytest.approx(avg("mars_bidir_b4", setting) - avg("mars_b4", setting))
     assert bidir.reference_avg == pytest.approx(avg("mars_b4", setting))
     assert math.isnan(bidir.delta_se) and bidir.n_seeds == 1 and bidir.verdict == "one seed"
+
+
+def test_written_tables_keep_five_decimals_of_a_loss_and_two_of_the_rest(tmp_path):
+    from mars.report.tables import write_table
+
+    write_table(
+        pd.DataFrame({"avg": [55.123456], "ar_train_loss": [0.0023712], "t_one_ms": [1.234567]}), tmp_path / "t.csv"
+    )
+    assert (tmp_path / "t.csv").read_text().splitlines()[1] == "55.12,0.00237,1.23457"
