@@ -117,6 +117,12 @@ class TrainSpec:
     bf16: bool = _default("bf16")
     activation_checkpointing: bool = _default("activation_checkpointing")
     sort_micro_batches: bool = _default("sort_micro_batches")  # random steps, each in length-sorted micro-batches
+    # The authors' recipe (docs/method.md section 7): which turns carry loss, the dual-stream loss normalisation,
+    # EOS padding to a multiple of the block size, and the masked stream's weighting (their no-SFT ablation).
+    loss_turns: str = _default("loss_turns")  # all | last
+    loss_normalization: str = _default("loss_normalization")  # token | sequence (dual-stream methods)
+    pad_to_block: str = _default("pad_to_block")  # none | eos (dual-stream methods)
+    mask_loss_weighting: str = _default("mask_loss_weighting")  # uniform | inverse_t (method mars)
     seed: int = _default("seed")
     max_steps: int = _default("max_steps")  # > 0 overrides epochs (smoke tests)
     save_steps: int = _default("save_steps")
@@ -432,6 +438,10 @@ def check_spec(spec: TrainSpec, where: str = "spec") -> None:
         raise ConfigError(f"config key '{where}.block_size': must be an integer >= 1, got {spec.block_size!r}")
     if spec.method == "block_diffusion" and spec.w_ar:
         raise ConfigError(f"config key '{where}.w_ar': block diffusion has no AR loss; set it to 0")
+    if spec.method == "block_diffusion" and spec.mask_loss_weighting != "uniform":
+        raise ConfigError(
+            f"config key '{where}.mask_loss_weighting': block diffusion weights each block by its own 1/t already"
+        )
     if (spec.architecture or spec.base_model) and spec.init != "world":
         key = "architecture" if spec.architecture else "base_model"
         raise ConfigError(f"config key '{where}.{key}': only a model with init 'world' starts from it")

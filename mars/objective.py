@@ -57,6 +57,37 @@ def block_diffusion_masking(
     return response & (draw < rate), rate
 
 
+def pad_to_block_eos(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor, *, block_size: int, eos_token_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The authors' EOS padding (``training.pad_to_block: eos``): each right-padded row of length L (its attention
+    mask's sum) is extended with EOS tokens to the next multiple of ``block_size``; the appended tokens are attended
+    and carry loss (label = EOS), so after the response the model learns to keep predicting EOS up to the block's end.
+    The batch widens if a row needs more columns than it has; a row whose length is a multiple already is unchanged."""
+    lengths = attention_mask.sum(dim=1)
+    targets = (lengths + block_size - 1) // block_size * block_size
+    width = max(int(targets.max()), input_ids.shape[1])
+    extra = width - input_ids.shape[1]
+    if extra:
+        input_ids = F.pad(input_ids, (0, extra), value=eos_token_id)
+        attention_mask = F.pad(attention_mask, (0, extra), value=0)
+        labels = F.pad(labels, (0, extra), value=IGNORE)
+    col = torch.arange(width, device=input_ids.device)[None, :]
+    fill = (col >= lengths[:, None]) & (col < targets[:, None])
+    input_ids = torch.where(fill, torch.full_like(input_ids, eos_token_id), input_ids)
+    attention_mask = torch.where(fill, torch.ones_like(attention_mask), attention_mask)
+    labels = torch.where(fill, torch.full_like(labels, eos_token_id), labels)
+    return input_ids, attention_mask, labels
+
+
+def inverse_t_weights(batch: int, generator: torch.Generator | None, device, eps: float = 1e-3) -> torch.Tensor:
+    """The authors' no-SFT weighting (``training.mask_loss_weighting: inverse_t``): one t ~ U(eps, 1) per sequence and
+    the linear schedule's weight -alpha'(t) / (1 - alpha(t) + 1e-6) = 1 / (t + 1e-6), although every response token
+    is masked whatever t is. Returns [batch]."""
+    t = eps + (1 - eps) * torch.rand(batch, generator=generator, device=device)
+    return 1.0 / (t + 1e-6)
+
+
 def build_dual_stream(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
@@ -67,8 +98,11 @@ def build_dual_stream(
     variant: str = "mars",
     trim: bool = True,
     generator: torch.Generator | None = None,
+    mask_weighting: str = "uniform",
 ) -> DualStreamBatch:
     check_variant(variant, block_size)
+    if mask_weighting not in ("uniform", "inverse_t") or (variant == "block_diffusion" and mask_weighting != "uniform"):
+        raise ValueError(f"mask_weighting {mask_weighting!r} does not apply to variant {variant!r}")
     batch, length = input_ids.shape
     response = (labels != IGNORE) & attention_mask.bool()
     device = input_ids.device
@@ -87,6 +121,8 @@ def build_dual_stream(
         noisy_ids = torch.where(response, torch.full_like(input_ids, mask_token_id), input_ids)
         noisy_targets = shifted
         noisy_weights = (shifted != IGNORE).float()
+        if mask_weighting == "inverse_t":
+            noisy_weights = noisy_weights * inverse_t_weights(batch, generator, device)[:, None]
         clean_targets = shifted
 
     noisy_start = 0
@@ -134,37 +170,58 @@ def dual_stream_logits(model, batch: DualStreamBatch) -> tuple[torch.Tensor, tor
     return logits[:, : batch.length], logits[:, batch.length :]
 
 
-def dual_stream_sums(model, batch: DualStreamBatch) -> tuple[torch.Tensor, torch.Tensor]:
-    """(summed weighted noisy CE, summed clean CE) of one forward; logits only where a target exists."""
+NORMALIZATIONS = ("token", "sequence")
+
+
+def dual_stream_row_sums(model, batch: DualStreamBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per sequence [b]: (summed weighted noisy CE, summed clean CE) of one forward; logits only where a target
+    exists."""
     targets = torch.cat([batch.clean_targets, batch.noisy_targets], dim=1)
     weights = torch.cat([torch.ones_like(batch.clean_targets, dtype=batch.noisy_weights.dtype), batch.noisy_weights], 1)
     is_noisy = torch.zeros_like(targets, dtype=torch.bool)
     is_noisy[:, batch.length :] = True
     select = targets != IGNORE
     logits = _forward(model, batch, logits_to_keep=select).float()  # [n, vocab], row-major like targets[select]
-    ce = F.cross_entropy(logits, targets[select], reduction="none")
+    ce = F.cross_entropy(logits, targets[select], reduction="none") * weights[select]
+    row = select.nonzero(as_tuple=True)[0]
     noisy = is_noisy[select]
-    sum_mask = (ce * weights[select])[noisy].sum()
-    sum_ar = ce[~noisy].sum()
-    return sum_mask, sum_ar
+    zeros = torch.zeros(targets.shape[0], dtype=ce.dtype, device=ce.device)
+    return zeros.index_add(0, row[noisy], ce[noisy]), zeros.index_add(0, row[~noisy], ce[~noisy])
 
 
 def dual_stream_loss(
-    model, batch: DualStreamBatch, w_ar: float, num_items: int | torch.Tensor | None = None
+    model,
+    batch: DualStreamBatch,
+    w_ar: float,
+    num_items: int | torch.Tensor | None = None,
+    *,
+    normalization: str = "token",
+    num_sequences: int | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Returns (L_mask + w_ar * L_AR, {"loss_mask", "loss_ar", "sum_mask", "sum_ar"}).
 
-    Both sums are divided by ``num_items`` (the number of response targets of the whole gradient-accumulation
-    batch, as the Trainer counts it) so that accumulation gives the same update as one big batch; without it, by the
-    number of targets of this batch.  With ``w_ar = 0`` the clean logits are still computed (L_AR is logged for
-    comparison) but carry no gradient.
+    ``normalization="token"``: both sums are divided by ``num_items`` (the number of response targets of the whole
+    gradient-accumulation batch, as the Trainer counts it) so that accumulation gives the same update as one big
+    batch; without it, by the number of targets of this batch. ``"sequence"`` (the authors' default,
+    ``training.loss_normalization``): each sequence's summed CE is divided by its own target count (both streams by
+    the same count) and the results are summed and divided by ``num_sequences`` (the sequences of the whole
+    accumulated batch; without it, this batch's), so every example weighs the same whatever its length. With
+    ``w_ar = 0`` the clean logits are still computed (L_AR is logged for comparison) but carry no gradient.
+    ``sum_mask`` / ``sum_ar`` are the plain summed CE in both cases (for token-weighted logging).
     """
-    sum_mask, sum_ar = dual_stream_sums(model, batch)
-    if num_items is None:
-        num_items = batch.num_response
-    denom = torch.as_tensor(num_items, device=sum_mask.device).clamp(min=1)
-    loss_mask = sum_mask / denom
-    loss_ar = sum_ar / denom
+    if normalization not in NORMALIZATIONS:
+        raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
+    mask_rows, ar_rows = dual_stream_row_sums(model, batch)
+    if normalization == "sequence":
+        counts = (batch.clean_targets != IGNORE).sum(dim=1).clamp(min=1).to(mask_rows.dtype)
+        term_mask, term_ar = (mask_rows / counts).sum(), (ar_rows / counts).sum()
+        denom = torch.as_tensor(num_sequences or batch.input_ids.shape[0], device=mask_rows.device)
+    else:
+        term_mask, term_ar = mask_rows.sum(), ar_rows.sum()
+        denom = torch.as_tensor(batch.num_response if num_items is None else num_items, device=mask_rows.device)
+        denom = denom.clamp(min=1)
+    loss_mask = term_mask / denom
+    loss_ar = term_ar / denom
     loss = loss_mask + w_ar * loss_ar if w_ar else loss_mask
     parts = {"loss_mask": loss_mask.detach(), "loss_ar": loss_ar.detach()}
-    return loss, {**parts, "sum_mask": sum_mask.detach(), "sum_ar": sum_ar.detach()}
+    return loss, {**parts, "sum_mask": mask_rows.sum().detach(), "sum_ar": ar_rows.sum().detach()}

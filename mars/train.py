@@ -113,11 +113,14 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def tokenize_conversation(tokenizer, messages: list[dict], every_token: bool = False) -> tuple[list[int], list[int]]:
+def tokenize_conversation(
+    tokenizer, messages: list[dict], every_token: bool = False, turns: str = "all"
+) -> tuple[list[int], list[int]]:
     """(input_ids, labels) of one chat-formatted conversation; labels are -100 outside the trained tokens.
 
-    Every assistant turn after the first user-side message is trained (standard multi-turn SFT, as TRL's
-    ``assistant_only_loss``), not only the last one. A turn's tokens are found as TRL finds a completion: they start
+    ``turns="all"``: every assistant turn after the first user-side message is trained (standard multi-turn SFT, as
+    TRL's ``assistant_only_loss``); ``turns="last"``: only the last message (the authors' recipe: everything before
+    it is prompt; ``training.loss_turns``). A turn's tokens are found as TRL finds a completion: they start
     where the conversation before it, rendered with the generation prompt, stops matching the whole conversation, and
     end where the conversation through it does (so the end-of-turn token and what the template puts after it are
     trained, as TRL's prompt-completion path does). This works with any chat template that renders earlier turns the
@@ -128,7 +131,10 @@ def tokenize_conversation(tokenizer, messages: list[dict], every_token: bool = F
     if every_token:
         return ids, list(ids)
     labels = [IGNORE] * len(ids)
-    for turn in range(1, len(messages)):
+    if turns not in ("all", "last"):
+        raise ValueError(f"turns must be 'all' or 'last', got {turns!r}")
+    first = len(messages) - 1 if turns == "last" else 1
+    for turn in range(max(first, 1), len(messages)):
         if messages[turn]["role"] != "assistant":
             continue
         start = _common_prefix(_chat_ids(tokenizer, messages[:turn], generation_prompt=True), ids)
@@ -148,7 +154,7 @@ def build_dataset(records: list[dict], tokenizer, spec: TrainSpec) -> Dataset:
     rows = {"input_ids": [], "labels": []}
     for record in records:
         messages = prompt_messages(record) + [{"role": "assistant", "content": record["response"]}]
-        ids, labels = tokenize_conversation(tokenizer, messages, every_token=spec.method == "lm")
+        ids, labels = tokenize_conversation(tokenizer, messages, every_token=spec.method == "lm", turns=spec.loss_turns)
         if all(label == IGNORE for label in labels[: spec.max_length]):
             continue
         rows["input_ids"].append(ids)
@@ -265,6 +271,9 @@ def make_trainer(spec: TrainSpec, model, tokenizer, dataset: Dataset, work_dir: 
             variant=spec.variant,
             w_ar=spec.w_ar,
             masking_seed=spec.seed,
+            loss_normalization=spec.loss_normalization,
+            pad_to_block=spec.pad_to_block,
+            mask_loss_weighting=spec.mask_loss_weighting,
         )
     per_step = trainer.args.train_batch_size * trainer.args.gradient_accumulation_steps * trainer.args.world_size
     if per_step != spec.batch_size * grad_accum * count:  # the Trainer saw another number of processes than we did

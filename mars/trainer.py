@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import Sampler
 from trl import SFTTrainer
 
-from mars.objective import build_dual_stream, dual_stream_loss
+from mars.objective import build_dual_stream, dual_stream_loss, pad_to_block_eos
 
 
 class StepSortedSampler(Sampler[int]):
@@ -76,22 +76,54 @@ class MARSTrainer(ARTrainer):
         w_ar: float = 1.0,
         masking_seed: int = 0,
         trim_noisy_prefix: bool = True,
+        loss_normalization: str = "token",
+        pad_to_block: str = "none",
+        mask_loss_weighting: str = "uniform",
         **kwargs,
     ):
         if variant == "block_diffusion" and w_ar:
             raise ValueError("block diffusion has unshifted logits and no AR loss: set w_ar to 0")
+        if pad_to_block not in ("none", "eos"):
+            raise ValueError(f"pad_to_block must be 'none' or 'eos', got {pad_to_block!r}")
         self.mask_token_id = mask_token_id
         self.block_size = block_size
         self.variant = variant
         self.w_ar = w_ar
+        self.loss_normalization = loss_normalization  # token | sequence (the authors'): dual_stream_loss
+        self.pad_to_block = pad_to_block  # eos: the authors' EOS padding of every example to a multiple of B
+        self.mask_loss_weighting = mask_loss_weighting  # uniform | inverse_t (the authors' no-SFT weighting)
+        self._step_sequences = None  # sequences in the current optimizer step (this process): sequence normalisation
         self.masking_seed = masking_seed
         self.trim_noisy_prefix = trim_noisy_prefix  # False: the dense 2L x 2L layout (benchmark reference)
         self._micro_step = (-1, 0)  # (global step, micro-batch index): seeds block-diffusion masking reproducibly
         self._part_sums = {}  # mode -> (sum of noisy CE, sum of clean CE, targets) since the last log
         super().__init__(*args, **kwargs)
 
+    def get_batch_samples(self, epoch_iterator, num_batches, device):
+        """The micro-batches of one optimizer step. With EOS padding they are padded here, before the Trainer counts
+        the step's targets, so that token normalisation counts the padding targets too; the step's sequence count is
+        kept for sequence normalisation."""
+        batch_samples = []
+        for _ in range(num_batches):
+            try:
+                batch = next(epoch_iterator)
+            except StopIteration:
+                break
+            if self.pad_to_block == "eos":
+                eos = self.processing_class.eos_token_id
+                batch["input_ids"], batch["attention_mask"], batch["labels"] = pad_to_block_eos(
+                    batch["input_ids"],
+                    batch["attention_mask"],
+                    batch["labels"],
+                    block_size=self.block_size,
+                    eos_token_id=eos,
+                )
+            batch_samples.append(batch)
+        self._step_sequences = sum(int(b["input_ids"].shape[0]) for b in batch_samples)
+        return batch_samples, self._get_num_items_in_batch(batch_samples, device)
+
     def _masking_generator(self, device) -> torch.Generator | None:
-        if self.variant != "block_diffusion":
+        if self.variant != "block_diffusion" and self.mask_loss_weighting == "uniform":
             return None
         step, index = self._micro_step
         index = index + 1 if step == self.state.global_step else 0
@@ -123,14 +155,30 @@ class MARSTrainer(ARTrainer):
             variant=self.variant,
             trim=self.trim_noisy_prefix,
             generator=self._masking_generator(inputs["input_ids"].device),
+            mask_weighting=self.mask_loss_weighting,
         )
         counted = num_items_in_batch is not None
         if not counted:
             # No count of the accumulated batch: normalise per micro-batch and average over accumulation steps.
             steps = self.current_gradient_accumulation_steps
             num_items_in_batch = batch.num_response * steps
-        loss, parts = dual_stream_loss(model, batch, self.w_ar, num_items_in_batch)
-        if counted and self.args.average_tokens_across_devices and self.accelerator.num_processes > 1:
+        loss, parts = dual_stream_loss(
+            model,
+            batch,
+            self.w_ar,
+            num_items_in_batch,
+            normalization=self.loss_normalization,
+            # per process: DDP's gradient average over processes then gives the mean over all sequences
+            num_sequences=self._step_sequences if counted else None,
+        )
+        if self.loss_normalization == "sequence" and not counted:
+            loss = loss / self.current_gradient_accumulation_steps
+        if (
+            self.loss_normalization == "token"
+            and counted
+            and self.args.average_tokens_across_devices
+            and self.accelerator.num_processes > 1
+        ):
             # The Trainer's count spans every process and DDP/FSDP average the gradients over processes: undo that
             # average, so that N processes give the update of one process on the same global batch.
             loss = loss * self.accelerator.num_processes
