@@ -58,18 +58,25 @@ def block_diffusion_masking(
 
 
 def pad_to_block_eos(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor, *, block_size: int, eos_token_id: int
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    block_size: int,
+    eos_token_id: int,
+    pad_token_id: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The authors' EOS padding (``training.pad_to_block: eos``): each right-padded row of length L (its attention
     mask's sum) is extended with EOS tokens to the next multiple of ``block_size``; the appended tokens are attended
     and carry loss (label = EOS), so after the response the model learns to keep predicting EOS up to the block's end.
-    The batch widens if a row needs more columns than it has; a row whose length is a multiple already is unchanged."""
+    The batch widens (with ``pad_token_id``, unattended, no loss) if a row needs more columns than it has; a row
+    whose length is a multiple already is unchanged."""
     lengths = attention_mask.sum(dim=1)
     targets = (lengths + block_size - 1) // block_size * block_size
     width = max(int(targets.max()), input_ids.shape[1])
     extra = width - input_ids.shape[1]
     if extra:
-        input_ids = F.pad(input_ids, (0, extra), value=eos_token_id)
+        input_ids = F.pad(input_ids, (0, extra), value=pad_token_id)
         attention_mask = F.pad(attention_mask, (0, extra), value=0)
         labels = F.pad(labels, (0, extra), value=IGNORE)
     col = torch.arange(width, device=input_ids.device)[None, :]

@@ -110,13 +110,13 @@ class MARSTrainer(ARTrainer):
             except StopIteration:
                 break
             if self.pad_to_block == "eos":
-                eos = self.processing_class.eos_token_id
                 batch["input_ids"], batch["attention_mask"], batch["labels"] = pad_to_block_eos(
                     batch["input_ids"],
                     batch["attention_mask"],
                     batch["labels"],
                     block_size=self.block_size,
-                    eos_token_id=eos,
+                    eos_token_id=self.processing_class.eos_token_id,
+                    pad_token_id=self.processing_class.pad_token_id,
                 )
             batch_samples.append(batch)
         self._step_sequences = sum(int(b["input_ids"].shape[0]) for b in batch_samples)
