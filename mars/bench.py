@@ -10,7 +10,9 @@ Settings, all greedy on the same model and prompts:
   ar_hf_kv          Hugging Face ``generate`` with its KV cache (the reference, speed-up 1.00)
   mars_tau1         our decoder in one-token mode (tau = 1.0, cursor cache): must cost <= 1.1x ar_hf_kv
   mars_none         MARS at tau, no cache (every step re-runs the prefix)
-  mars_block_C      MARS at tau, the paper's block-level cache with cache block size C
+  mars_block_C      MARS at tau, this project's block-level cache with cache block size C (B-1 masks per window)
+  mars_authors_block_C  MARS at tau, the authors' block cache (their MARSBlockCachedSampler, the definition of the
+                    paper's Table 5 numbers): the whole cache block of C positions is the window, re-run per step
   mars_cursor       MARS at tau, the exact per-sequence cursor cache
   mars_lossless     lossless self-speculative MARS at tau, cursor cache: exactly the greedy tokens (our addition)
   prompt_lookup     Hugging Face prompt-lookup decoding (``prompt_lookup_num_tokens``): the peer a user would
@@ -267,6 +269,12 @@ def run_bench(
         "mars_none": lambda b: runner.ours(b, tau=tau, cache="none"),
         **{
             f"mars_block_{c}": (lambda b, c=c: runner.ours(b, tau=tau, cache="block", cache_block_size=c))
+            for c in cache_block_sizes
+        },
+        **{
+            f"mars_authors_block_{c}": (
+                lambda b, c=c: runner.ours(b, tau=tau, cache="authors_block", cache_block_size=c)
+            )
             for c in cache_block_sizes
         },
         "mars_cursor": lambda b: runner.ours(b, tau=tau, cache="cursor"),

@@ -344,7 +344,11 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--method", default="mars", help="ar | mars | mars_lossless | jacobi | block_diffusion")
     gen.add_argument("--block-size", type=int, default=0, help="window size B (default: the trained one)")
     gen.add_argument("--tau", type=float, default=1.0, help="acceptance threshold in (0, 1]; 1.0 = one token")
-    gen.add_argument("--cache", default=ev["cache"], help="none | block | cursor")
+    gen.add_argument(
+        "--cache",
+        default=ev["cache"],
+        help="none | block | cursor | authors_block (the authors' block cache: the whole block is the window)",
+    )
     gen.add_argument("--cache-block-size", type=int, default=ev["cache_block_size"])
     gen.add_argument("--metric", default=ev["metric"], help="probability | entropy | margin")
     gen.add_argument("--max-new-tokens", type=int, default=ev["max_gen_toks"])

@@ -83,7 +83,7 @@ from mars.masks import additive
 
 METHODS = ("ar", "mars", "mars_lossless", "jacobi", "block_diffusion")
 NEEDS_MASK = ("mars", "mars_lossless", "block_diffusion")
-CACHES = ("none", "cursor", "block")
+CACHES = ("none", "cursor", "block", "authors_block")
 METRICS = ("probability", "entropy", "margin")
 
 
@@ -534,6 +534,97 @@ def decode_loop(dec: _Decoder, rows: list[_Row]) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
+# the authors' block cache (method mars, cache "authors_block")
+
+
+def _block_forward(dec: _Decoder, kv: KVCache, ids: list[list[int]], starts: list[int]) -> torch.Tensor:
+    """One forward of a [b, c] block of row i at positions starts[i] .. starts[i] + c - 1 against the cache (causal
+    inside the block, the row's valid cache slots before it); the keys/values are appended to the cache (the caller
+    crops or keeps them). Returns the logits [b, c, V]."""
+    b, c = len(ids), len(ids[0])
+    x = torch.tensor(ids, dtype=torch.long, device=dec.device)
+    dec.stats["model_calls"] = dec.stats.get("model_calls", 0) + 1
+    if kv.all_valid and len(set(starts)) == 1 and kv.length == starts[0]:
+        return dec.model(input_ids=x, past_key_values=kv.cache, use_cache=True).logits
+    pos = torch.tensor(starts, device=dec.device)[:, None] + torch.arange(c, device=dec.device)[None, :]
+    causal = additive(torch.ones(1, c, c, dtype=torch.bool, device=dec.device).tril(), kv.dtype)  # [1, 1, c, c]
+    mask = torch.cat([kv.bias[:, None, None, :].expand(-1, 1, c, -1), causal.expand(b, 1, c, c)], dim=3)
+    out = dec.model(input_ids=x, attention_mask=mask, position_ids=pos, past_key_values=kv.cache, use_cache=True)
+    return out.logits
+
+
+def authors_block_loop(dec: _Decoder, rows: list[_Row]) -> None:
+    """The authors' block cache (their ``MARSBlockCachedSampler``, the definition behind the paper's Table 5;
+    docs/method.md section 7). Blocks of C = ``cache_block_size`` positions are counted from each row's prompt end.
+    A block starts as C masks; every inner forward re-runs the whole block, [its filled tokens | masks], against the
+    cache of the committed prefix and is then cropped off the cache. A row accepts from its first unfilled position
+    k: the prediction there is the AR one (made by the block's token k - 1, or for k = 0 the last logit of the
+    previous forward), then the masks' predictions while their confidence >= tau (``accept_mars``). The window is
+    the rest of the block: C - k - 1 masks, not the B - 1 the model was trained with. When every row has filled its
+    block or finished, one more forward commits the block to the cache and gives the logit of the next block's first
+    position. Rows that filled their block wait for the others (they stay in the batch, as in the authors' code).
+
+    Counting: the prefill and every commit forward produce 0 tokens; a row's ``forwards`` counts the prefill, the
+    inner forwards while it was filling, and the commits of its blocks (so tau = 1.0 costs C + 1 forwards per C
+    tokens); ``stats["model_calls"]`` counts every batched call."""
+    C = dec.cache_block_size
+    active = [r for r in rows if not r.done]
+    kv = KVCache(dec.model, len(active), dec.device)
+    empty = torch.zeros((len(active), 0), dtype=torch.long, device=dec.device)
+    logits, window_valid = window_forward(dec.model, kv, active, empty, dec.pad_id, dec.keep_logits)
+    dec.stats["model_calls"] = dec.stats.get("model_calls", 0) + 1
+    kv.commit(window_valid, keep=window_valid.shape[1])
+    first = logits[:, -1]  # [b, V]: the prediction of each row's next position
+    for r in active:
+        r.uncached = []
+        r.forwards += 1
+        r.chunks.append(0)
+
+    def drop_finished(first: torch.Tensor, active: list[_Row]):
+        alive = [i for i, r in enumerate(active) if not r.done]
+        if len(alive) < len(active) and alive:
+            index = torch.tensor(alive, dtype=torch.long, device=dec.device)
+            kv.select(index)
+            first = first.index_select(0, index)
+        return first, [active[i] for i in alive]
+
+    while active:
+        c = min(C, min(r.remaining for r in active))
+        starts = [len(r.tokens) for r in active]
+        while True:
+            filling = [i for i, (r, s) in enumerate(zip(active, starts)) if len(r.tokens) - s < c]
+            if not filling:
+                break
+            ids = [r.tokens[s:] + [dec.mask_id] * (c - (len(r.tokens) - s)) for r, s in zip(active, starts)]
+            logits = _block_forward(dec, kv, ids, starts)
+            kv.commit(torch.ones((len(active), c), dtype=torch.bool, device=dec.device), keep=0)
+            dec.stats["window_steps"] += 1
+            dec.stats["window_slots"] += c
+            for i in filling:
+                r, k = active[i], len(active[i].tokens) - starts[i]
+                candidates = torch.cat([first[i : i + 1] if k == 0 else logits[i, k - 1 : k], logits[i, k : c - 1]])
+                tokens, conf = confidence(candidates, dec.metric)
+                n = _append(r, accept_mars(tokens.tolist(), conf.tolist(), r.tau), dec.eos, dec.stops)
+                r.forwards += 1
+                r.chunks.append(n)
+                if dec.bar is not None:
+                    dec.bar.update(n)
+            first, kept = drop_finished(first, active)
+            starts = [s for r, s in zip(active, starts) if not r.done]
+            active = kept
+            if not active:
+                return
+        # commit the filled block of every row; its last logit predicts the next block's first position
+        logits = _block_forward(dec, kv, [r.tokens[s : s + c] for r, s in zip(active, starts)], starts)
+        kv.commit(torch.ones((len(active), c), dtype=torch.bool, device=dec.device), keep=c)
+        first = logits[:, -1]
+        for r in active:
+            r.forwards += 1
+            r.chunks.append(0)
+        kv.maybe_compact()
+
+
+# --------------------------------------------------------------------------------------------------------------
 # public entry point
 
 
@@ -560,6 +651,10 @@ def check_settings(
         raise ValueError(f"cache_block_size must be an integer >= 1, got {cache_block_size!r}")
     if not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    if cache == "authors_block" and method != "mars":
+        raise ValueError(
+            f"cache 'authors_block' (the authors' block-cached sampler) decodes method 'mars' only, not {method!r}"
+        )
 
 
 def _check_tau(tau: Any) -> None:
@@ -739,7 +834,7 @@ def generate(
                 bar,
             )
             if any(not r.done for r in rows):
-                decode_loop(dec, rows)
+                authors_block_loop(dec, rows) if cache == "authors_block" else decode_loop(dec, rows)
             return [Generation(r.generated, r.forwards, r.chunks) for r in rows]
     finally:
         model.train(was_training)

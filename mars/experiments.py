@@ -47,7 +47,7 @@ def trained_properties(config: dict, model: str) -> dict:
     """What the report needs to know of a model (and checks against its checkpoint): method, block size, w_AR,
     attention. The hub checkpoint ("world") is a plain AR model."""
     if model not in config["models"]:
-        return {"method": "ar", "block_size": None, "w_ar": None, "attention": None}
+        return {"method": "ar", "block_size": None, "w_ar": None, "attention": None, **dict.fromkeys(RECIPE_KEYS)}
     spec = train_spec(config, model)
     multi = spec.method in ("mars", "block_diffusion")
     return {
@@ -55,7 +55,17 @@ def trained_properties(config: dict, model: str) -> dict:
         "block_size": spec.block_size if multi else None,
         "w_ar": spec.w_ar if multi else None,
         "attention": spec.attention if spec.method == "mars" else None,
+        # the authors' recipe settings (docs/method.md section 7), where they apply
+        "loss_turns": spec.loss_turns if spec.method != "lm" else None,
+        "loss_normalization": spec.loss_normalization if multi else None,
+        "pad_to_block": spec.pad_to_block if multi else None,
+        "mask_loss_weighting": spec.mask_loss_weighting if spec.method == "mars" else None,
     }
+
+
+# The training settings every table row records (where they apply to its model), and that each checkpoint must
+# have been trained with.
+RECIPE_KEYS = ("loss_turns", "loss_normalization", "pad_to_block", "mask_loss_weighting")
 
 
 @dataclass(frozen=True)

@@ -151,7 +151,16 @@ def test_bench_writes_table5_data(trained_tiny, tmp_path, capsys):
     )
     assert code == 0
     rows = list(csv.DictReader(open(out / "bench.csv")))
-    settings = {"ar_hf_kv", "mars_tau1", "mars_none", "mars_block_4", "mars_cursor", "mars_lossless", "prompt_lookup"}
+    settings = {
+        "ar_hf_kv",
+        "mars_tau1",
+        "mars_none",
+        "mars_block_4",
+        "mars_authors_block_4",
+        "mars_cursor",
+        "mars_lossless",
+        "prompt_lookup",
+    }
     assert {r["setting"] for r in rows} == settings
     assert {int(r["batch_size"]) for r in rows} == {1, 2}
     for r in rows:
@@ -166,7 +175,8 @@ def test_bench_writes_table5_data(trained_tiny, tmp_path, capsys):
             # batch 1 never pads; a batch of 2 rows feeds at least the narrowest window (1 token + B-1 masks)
             assert float(r["fed_window_tokens"]) > 1 and float(r["width_efficiency"]) > 0
         assert float(r["speedup_min"]) <= float(r["speedup_max"])
-    # same prompts, same greedy decisions: every MARS cache generates the same number of tokens
+    # same prompts, same greedy decisions: every exact MARS cache generates the same number of tokens (the authors'
+    # block cache decodes with another window, so it may accept differently)
     for b in ("1", "2"):
         counts = {
             r["tokens"]
@@ -174,6 +184,7 @@ def test_bench_writes_table5_data(trained_tiny, tmp_path, capsys):
             if r["batch_size"] == b
             and r["setting"].startswith("mars_")
             and r["setting"] not in ("mars_tau1", "mars_lossless")
+            and not r["setting"].startswith("mars_authors_block_")
         }
         assert len(counts) == 1
         # lossless MARS: exactly the greedy tokens (tests/test_lossless_jobs.py compares the tokens themselves)

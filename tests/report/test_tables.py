@@ -91,6 +91,16 @@ def test_table2_rows_scores_averages_and_the_settings_they_came_from(cfg, tmp_pa
     assert mars.paper_avg == 30.4
     # MARS starts from AR SFT, which starts from the base: its cumulative steps add up the chain
     assert mars.cumulative_steps == (10 + len("mars_b4")) + (10 + len("ar_sft_5ep")) + (10 + len("base"))
+    # every row records the recipe settings its model was trained with, where they apply (none for AR SFT's
+    # dual-stream settings, nor for the plain-LM base)
+    assert (mars.loss_turns, mars.loss_normalization, mars.pad_to_block, mars.mask_loss_weighting) == (
+        "all",
+        "token",
+        "none",
+        "uniform",
+    )
+    ar = frame[frame.row == "AR SFT (5 ep)"].iloc[0]
+    assert ar.loss_turns == "all" and pd.isna(ar.loss_normalization) and pd.isna(ar.pad_to_block)
     written = pd.read_csv(tmp_path / "t" / "table2.csv")
     assert list(written.row) == list(frame.row)
     assert (tmp_path / "t" / "table2.md").read_text().startswith("Table 2")
@@ -191,6 +201,16 @@ def test_a_checkpoint_trained_otherwise_than_the_config_says_is_stale(cfg, tmp_p
     job, results, files = outputs(cfg, tmp_path, "table3", run_config_edit=edit)
     with pytest.raises(ConfigError, match="checkpoint mars_b8 was trained with block_size=4"):
         make_table(job, results, tmp_path / "table3.csv", inputs=files)
+
+
+def test_a_checkpoint_trained_with_another_recipe_is_stale(cfg, tmp_path):
+    def edit(model, spec):
+        if model == "mars_b4":
+            spec["loss_normalization"] = "sequence"
+
+    job, results, files = outputs(cfg, tmp_path, "table2", run_config_edit=edit)
+    with pytest.raises(ConfigError, match="checkpoint mars_b4 was trained with loss_normalization='sequence'"):
+        make_table(job, results, tmp_path / "table2.csv", inputs=files)
 
 
 def test_cost_table_from_snakemake_benchmarks(cfg, tmp_path):
