@@ -426,6 +426,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     mirror.add_parser(commands)
     offline.add_parser(commands)
+
+    from mars import smollm2  # a real model from its PyPI wheel (mars import-smollm2)
+
+    smollm2.add_parser(commands)
     return parser
 
 
