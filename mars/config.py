@@ -367,7 +367,7 @@ def check_model_references(config: dict) -> None:
         ("block_diffusion", "block_diffusion"),
     ):
         name = config["report"]["rows"][role]
-        if models[name]["method"] != method:
+        if name is not None and models[name]["method"] != method:
             raise ConfigError(
                 f"config key 'report.rows.{role}': {name!r} is a {models[name]['method']!r} model, not {method!r}"
             )

@@ -319,3 +319,15 @@ def test_study_points_are_the_default_chain_at_other_sizes_and_data():
     for name in ("x4", "default"):  # a size point may not take the name of the SFT-set or the default point
         with pytest.raises(ConfigError, match=f"study.sizes.{name}'"):
             config(edit=lambda raw, name=name: raw["study"]["sizes"].update({name: {"hidden_size": 64}}))
+
+
+def test_smollm2_config_starts_from_the_imported_model_and_drops_the_rows_it_does_not_train():
+    from mars.config import load_config
+
+    config = load_config(ROOT / "configs" / "smollm2-135m.yaml")
+    assert config["world"]["start"] == "smollm2-135m-instruct"
+    rows = [r.label for r in X.table_rows(config, "table2")]
+    assert rows == ["Base", "AR SFT (5 ep)", "MARS w/o SFT loss (B=4)", "MARS (B=4)"]
+    assert [r.setting.model for r in X.table_rows(config, "table2")][0] == "world"
+    ablations = [r.label for r in X.table_rows(config, "ablations")]
+    assert "10-epoch AR" not in ablations and "AR continuation" in ablations

