@@ -87,8 +87,17 @@ def checkpoint_error(path, exc: BaseException) -> str:
 
 
 def trained_block_size(path: str | Path) -> int | None:
-    """The block size a MARS or block-diffusion checkpoint was trained with (its run_config.json), so that it is
-    decoded with the same window; None for any other checkpoint."""
+    """The block size a MARS or block-diffusion checkpoint was trained with, so that it is decoded with the same
+    window: its config.json's ``mars.block_size`` (mars.train.decoding_fields), else (checkpoints from before that
+    field) its run_config.json; None for any other checkpoint."""
+    config_file = Path(path) / "config.json"
+    if config_file.is_file():
+        try:
+            decoding = json.loads(config_file.read_text()).get("mars") or {}
+        except ValueError:
+            raise ConfigError(f"{config_file} is not valid JSON") from None
+        if decoding.get("block_size"):
+            return int(decoding["block_size"])
     run_config = Path(path) / "run_config.json"
     if not run_config.is_file():
         return None

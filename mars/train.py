@@ -326,6 +326,24 @@ class PreemptionCallback(TrainerCallback):
         return control
 
 
+def decoding_fields(spec: TrainSpec, tokenizer) -> dict:
+    """What a MARS / block-diffusion checkpoint's own config.json says about how to decode it, so that any loader
+    (this project's CLI and lm-eval model, vLLM's parallel drafting, which reads ``mask_token_id``) decodes it with the
+    window it was trained with: {"mask_token_id": id, "mars": {"method", "block_size", "variant", "mask_token"}}.
+    Nothing for an AR or plain-LM checkpoint."""
+    if spec.method not in ("mars", "block_diffusion"):
+        return {}
+    return {
+        "mask_token_id": tokenizer.mask_token_id,
+        "mars": {
+            "method": spec.method,
+            "block_size": spec.block_size,
+            "variant": spec.variant,
+            "mask_token": tokenizer.mask_token,
+        },
+    }
+
+
 def _final_state_dict(trainer, bf16: bool) -> dict | None:
     """The full weights on the main process (None elsewhere); every process must call this (FSDP gathers shards).
     bf16 runs are saved in bf16, the precision they were trained and are evaluated in, like the Base checkpoint."""
@@ -458,11 +476,12 @@ def train(
             shutil.rmtree(tmp, ignore_errors=True)
             unwrapped = trainer.accelerator.unwrap_model(trainer.model_wrapped)
             unwrapped.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
+            config_file = tmp / "config.json"
+            config = json.loads(config_file.read_text())
             if spec.bf16:  # save_pretrained records the dtype of the (fp32 master) parameters, not of the state dict
-                config_file = tmp / "config.json"
-                config = json.loads(config_file.read_text())
                 config["dtype"] = "bfloat16"
-                config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+            config.update(decoding_fields(spec, tokenizer))
+            config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
             tokenizer.save_pretrained(tmp)
             run_config = {
                 "spec": spec.to_dict(),

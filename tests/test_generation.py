@@ -310,3 +310,23 @@ def test_forward_costs_time_every_forward_against_the_same_context(trained_tiny)
     for name in ("t1", "tw"):
         lo, mid, hi = costs[name]
         assert 0 < lo <= mid <= hi
+
+
+def test_a_mars_checkpoint_says_how_to_decode_it_in_its_own_config(trained_tiny, tmp_path):
+    """config.json carries the mask token id (where vLLM's parallel drafting reads it) and the trained window; a
+    copy without run_config.json still decodes with B = 4."""
+    import shutil
+
+    from transformers import AutoConfig
+
+    from mars.generation import trained_block_size
+
+    copy = tmp_path / "mars"
+    shutil.copytree(trained_tiny["mars"], copy)
+    (copy / "run_config.json").unlink()
+    config = AutoConfig.from_pretrained(copy)
+    _, tokenizer = load_model(copy)
+    assert config.mask_token_id == tokenizer.mask_token_id
+    assert config.mars == {"method": "mars", "block_size": 4, "variant": "mars", "mask_token": tokenizer.mask_token}
+    assert trained_block_size(copy) == 4
+    assert trained_block_size(trained_tiny["ar"]) is None  # an AR checkpoint has no window
