@@ -25,8 +25,12 @@ name=paper-$shape-mirror
 shape_sizes=()  # the rehearsal sizes of what only this shape's config has (configs/rehearsal-7b.yaml: Table 6)
 [[ -f "$ROOT/configs/rehearsal-$shape.yaml" ]] && shape_sizes=("$ROOT/configs/rehearsal-$shape.yaml")
 echo "== rehearsal of configs/paper-$shape.yaml in $OUT ${profile:+(SLURM)}"
+# MARS_REHEARSAL_TABLES=table2,table6: build (and check) only those tables and what they need, no figures
+targets=()
+for table in ${MARS_REHEARSAL_TABLES:+${MARS_REHEARSAL_TABLES//,/ }}; do targets+=("results/$name/tables/$table.csv"); done
 (cd "$OUT" && "$BIN/snakemake" --snakefile "$ROOT/Snakefile" --directory "$OUT" --cores all "${profile[@]}" \
     --configfile "$ROOT/configs/paper-$shape.yaml" "$OUT/mirror/$name.yaml" "$ROOT/configs/rehearsal.yaml" \
     "${shape_sizes[@]}" \
-    ${MARS_REHEARSAL_EXTRA_CONFIG:+"$MARS_REHEARSAL_EXTRA_CONFIG"}) > "$OUT/run.log" 2>&1 || { tail -60 "$OUT/run.log"; exit 1; }
+    ${MARS_REHEARSAL_EXTRA_CONFIG:+"$MARS_REHEARSAL_EXTRA_CONFIG"} -- "${targets[@]}") > "$OUT/run.log" 2>&1 \
+    || { tail -60 "$OUT/run.log"; exit 1; }
 "$BIN/python" "$ROOT/scripts/check_rehearsal.py" "$OUT/results/$name/tables" "$OUT/results/$name/paper_figures"
