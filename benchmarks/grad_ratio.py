@@ -1,7 +1,7 @@
 """The two losses' gradient norms: is the AR signal outcompeted by the masked stream's in one update? (recipe study)
 
-For each checkpoint, on the same fixed batches of the training set (the first ``--batches`` x ``--batch-size``
-records, in order), the gradients of L_mask and of L_AR (each divided by the batch's response targets, as training
+For each checkpoint, on the same fixed batches of the training set (``--batches`` x ``--batch-size`` records evenly
+spaced over it), the gradients of L_mask and of L_AR (each divided by the batch's response targets, as training
 does at w_AR = 1) are taken separately with respect to every parameter. Printed and written per checkpoint: the mean
 over batches of ||g_mask||, ||g_AR||, their ratio and their cosine. A ratio well above 1 at the start of MARS
 training means the masked stream dominates the summed gradient (before Adam's per-parameter scaling); w_AR = 2
@@ -28,8 +28,11 @@ from mars.train import build_dataset, load_init
 
 
 def batches(dataset, batch_size: int, count: int, pad_id: int, max_length: int):
+    """``count`` batches of records evenly spaced over the whole set (every family; the file is grouped by family)."""
+    step = max(1, len(dataset) // (batch_size * count))
+    spread = dataset.select(range(0, len(dataset), step))
     for start in range(0, batch_size * count, batch_size):
-        rows = dataset[start : start + batch_size]
+        rows = spread[start : start + batch_size]
         ids = [r[:max_length] for r in rows["input_ids"]]
         labels = [r[:max_length] for r in rows["labels"]]
         width = max(map(len, ids))
