@@ -165,7 +165,8 @@ def generate_text(
     if stop:
         decode_kwargs["stop_sequences"] = [tokenizer.encode(s, add_special_tokens=False) for s in stop]
     method = decode_kwargs.get("method", "mars")
-    if method in NEEDS_MASK and tokenizer.mask_token_id is None:
+    decode_kwargs.setdefault("mask_token_id", tokenizer.mask_token_id)  # an explicit mask_token_id wins
+    if method in NEEDS_MASK and decode_kwargs["mask_token_id"] is None:
         raise ConfigError(f"method {method} needs a mask token and the tokenizer has none")
     ids = encode_prompts(tokenizer, prompts, chat)
     results: list[TextGeneration] = []
@@ -177,7 +178,6 @@ def generate_text(
             batch,
             eos_token_ids=[tokenizer.eos_token_id],
             pad_token_id=tokenizer.pad_token_id,
-            mask_token_id=tokenizer.mask_token_id,
             **decode_kwargs,
         )
         for prompt, out in zip(prompts[start : start + batch_size], outs):
@@ -197,6 +197,61 @@ def generate_text(
                 )
             )
     return results
+
+
+def mars_generate(
+    model,
+    tokenizer,
+    prompts: list[str],
+    *,
+    tau: float | list[float] = 1.0,
+    method: str = "mars",
+    cache: str = "cursor",
+    block_size: int | None = None,
+    mask_token_id: int | None = None,
+    max_new_tokens: int = 256,
+    **kwargs,
+) -> list[TextGeneration]:
+    """Decode chat prompts with a MARS model (``mars.generate``): one :class:`TextGeneration` per prompt (text,
+    tokens, forwards, tokens per forward, each forward's chunk).
+
+    The window is the block size the model was trained with, read from its own config (``config.mars``, written by
+    :class:`mars.MARSTrainer`), unless ``block_size`` is given; a model that does not say it can be decoded at
+    tau = 1.0 (plain greedy AR) but not below (a ValueError, never a silent window of 1). The mask token is
+    ``mask_token_id``, else the tokenizer's, else ``config.mask_token_id``. ``method``: mars | mars_lossless (exactly
+    greedy AR's tokens, several per forward) | ar | jacobi | block_diffusion; ``cache``: cursor | block | none |
+    authors_block. Other keyword arguments go to :func:`generate_text` (``batch_size``, ``chat``, ``stop``,
+    ``metric``, ``cache_block_size``)."""
+    from mars.decoding import row_taus
+
+    config = getattr(model, "config", None)
+    trained = getattr(config, "mars", None) or {}
+    if block_size is None:
+        block_size = trained.get("block_size")
+    taus = row_taus(tau, len(prompts))
+    if block_size is None:
+        if method in ("mars", "mars_lossless", "block_diffusion") and min(taus) < 1.0:
+            raise ValueError(
+                "the model's config does not say its block size (config.mars, written by MARSTrainer): pass "
+                "block_size, or decode at tau = 1.0"
+            )
+        block_size = 1
+    if mask_token_id is None:
+        mask_token_id = tokenizer.mask_token_id
+    if mask_token_id is None:
+        mask_token_id = getattr(config, "mask_token_id", None)
+    return generate_text(
+        model,
+        tokenizer,
+        prompts,
+        tau=tau,
+        method=method,
+        cache=cache,
+        block_size=block_size,
+        mask_token_id=mask_token_id,
+        max_new_tokens=max_new_tokens,
+        **kwargs,
+    )
 
 
 def render_chunks(generation: TextGeneration, color: bool = False) -> str:

@@ -29,7 +29,7 @@ from mars.config import ConfigError, TrainSpec, check_spec, resolve_grad_accum
 from mars.data import load_records, prompt_messages
 from mars.objective import IGNORE
 from mars.tracking import MLflowLossCallback, config_hash, log_metrics, mlflow_run
-from mars.trainer import ARTrainer, MARSTrainer
+from mars.trainer import ARTrainer, MARSConfig, MARSTrainer
 
 
 class AbortAfterStep(TrainerCallback):
@@ -200,7 +200,23 @@ def eval_datasets(data_dir: str | Path, spec: TrainSpec, tokenizer, records: lis
 
 
 def sft_config(spec: TrainSpec, work_dir: Path, grad_accum: int, evaluate: bool = False) -> SFTConfig:
-    return SFTConfig(
+    """The trainer's arguments of one model entry: a MARSConfig (TRL's SFTConfig plus the MARS fields) for the
+    dual-stream methods, TRL's SFTConfig for AR SFT and the plain-LM base."""
+    mars_fields = (
+        dict(
+            block_size=spec.block_size,
+            w_ar=spec.w_ar,
+            variant=spec.variant,
+            loss_normalization=spec.loss_normalization,
+            pad_to_block=spec.pad_to_block,
+            mask_loss_weighting=spec.mask_loss_weighting,
+            loss_turns=spec.loss_turns,
+        )
+        if spec.method in ("mars", "block_diffusion")
+        else {}
+    )
+    return (MARSConfig if mars_fields else SFTConfig)(
+        **mars_fields,
         output_dir=str(work_dir),
         num_train_epochs=spec.epochs,
         max_steps=spec.max_steps,
@@ -264,17 +280,7 @@ def make_trainer(spec: TrainSpec, model, tokenizer, dataset: Dataset, work_dir: 
     if spec.method in ("lm", "ar"):
         trainer = ARTrainer(**common)
     else:
-        trainer = MARSTrainer(
-            **common,
-            mask_token_id=tokenizer.mask_token_id,
-            block_size=spec.block_size,
-            variant=spec.variant,
-            w_ar=spec.w_ar,
-            masking_seed=spec.seed,
-            loss_normalization=spec.loss_normalization,
-            pad_to_block=spec.pad_to_block,
-            mask_loss_weighting=spec.mask_loss_weighting,
-        )
+        trainer = MARSTrainer(**common, mask_token_id=tokenizer.mask_token_id)
     per_step = trainer.args.train_batch_size * trainer.args.gradient_accumulation_steps * trainer.args.world_size
     if per_step != spec.batch_size * grad_accum * count:  # the Trainer saw another number of processes than we did
         raise RuntimeError(
@@ -324,24 +330,6 @@ class PreemptionCallback(TrainerCallback):
             control.should_save = True
             control.should_training_stop = True
         return control
-
-
-def decoding_fields(spec: TrainSpec, tokenizer) -> dict:
-    """What a MARS / block-diffusion checkpoint's own config.json says about how to decode it, so that any loader
-    (this project's CLI and lm-eval model, vLLM's parallel drafting, which reads ``mask_token_id``) decodes it with the
-    window it was trained with: {"mask_token_id": id, "mars": {"method", "block_size", "variant", "mask_token"}}.
-    Nothing for an AR or plain-LM checkpoint."""
-    if spec.method not in ("mars", "block_diffusion"):
-        return {}
-    return {
-        "mask_token_id": tokenizer.mask_token_id,
-        "mars": {
-            "method": spec.method,
-            "block_size": spec.block_size,
-            "variant": spec.variant,
-            "mask_token": tokenizer.mask_token,
-        },
-    }
 
 
 def _final_state_dict(trainer, bf16: bool) -> dict | None:
@@ -476,12 +464,11 @@ def train(
             shutil.rmtree(tmp, ignore_errors=True)
             unwrapped = trainer.accelerator.unwrap_model(trainer.model_wrapped)
             unwrapped.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
-            config_file = tmp / "config.json"
-            config = json.loads(config_file.read_text())
             if spec.bf16:  # save_pretrained records the dtype of the (fp32 master) parameters, not of the state dict
+                config_file = tmp / "config.json"
+                config = json.loads(config_file.read_text())
                 config["dtype"] = "bfloat16"
-            config.update(decoding_fields(spec, tokenizer))
-            config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+                config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
             tokenizer.save_pretrained(tmp)
             run_config = {
                 "spec": spec.to_dict(),

@@ -11,11 +11,58 @@ batches feed AR SFT and every MARS variant.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
 from torch.utils.data import Sampler
-from trl import SFTTrainer
+from trl import SFTConfig, SFTTrainer
 
-from mars.objective import build_dual_stream, dual_stream_loss, pad_to_block_eos
+from mars.objective import NORMALIZATIONS, build_dual_stream, dual_stream_loss, pad_to_block_eos
+
+VARIANTS = ("mars", "bidirectional", "block_diffusion")
+
+
+@dataclass
+class MARSConfig(SFTConfig):
+    """TRL's ``SFTConfig`` plus the MARS fields (docs/method.md). The defaults are the pipeline's: MARS B=4 with
+    L_AR at weight 1, this project's recipe (token normalisation, no EOS padding, every assistant turn), no gradient
+    checkpointing, no packing. The authors' recipe: ``loss_normalization="sequence", pad_to_block="eos",
+    loss_turns="last"`` (and ``mask_loss_weighting="inverse_t"`` for their no-L_AR ablation).
+
+    ``mask_token`` names an EXISTING token used as [MASK] when the tokenizer has none (no new parameters), e.g.
+    Qwen2.5's ``"<|fim_pad|>"``.
+    """
+
+    block_size: int = field(default=4, metadata={"help": "tokens predicted per window (B); B-1 masks at decoding"})
+    w_ar: float = field(default=1.0, metadata={"help": "weight of the clean stream's next-token loss L_AR"})
+    variant: str = field(default="mars", metadata={"help": "mars | bidirectional | block_diffusion"})
+    mask_token: str | None = field(default=None, metadata={"help": "an existing token to use as [MASK]"})
+    loss_normalization: str = field(default="token", metadata={"help": "token | sequence (the authors')"})
+    pad_to_block: str = field(default="none", metadata={"help": "none | eos (the authors')"})
+    mask_loss_weighting: str = field(default="uniform", metadata={"help": "uniform | inverse_t (authors' no-L_AR)"})
+    loss_turns: str = field(default="all", metadata={"help": "all | last: assistant turns of `messages` trained"})
+    trim_noisy_prefix: bool = field(default=True, metadata={"help": "False: the dense 2L x 2L layout"})
+    gradient_checkpointing: bool = False
+    packing: bool = False
+
+    def __post_init__(self):
+        if self.bf16 is None:  # TRL's default is bf16 everywhere, which a machine without a GPU refuses
+            self.bf16 = torch.cuda.is_available() and not self.fp16
+        super().__post_init__()
+        checks = {
+            "variant": (self.variant, VARIANTS),
+            "loss_normalization": (self.loss_normalization, NORMALIZATIONS),
+            "pad_to_block": (self.pad_to_block, ("none", "eos")),
+            "mask_loss_weighting": (self.mask_loss_weighting, ("uniform", "inverse_t")),
+            "loss_turns": (self.loss_turns, ("all", "last")),
+        }
+        for name, (value, allowed) in checks.items():
+            if value not in allowed:
+                raise ValueError(f"MARSConfig.{name} must be one of {allowed}, got {value!r}")
+        if not isinstance(self.block_size, int) or self.block_size < 2:
+            raise ValueError(f"MARSConfig.block_size must be an integer >= 2, got {self.block_size!r}")
+        if self.variant == "block_diffusion" and self.w_ar:
+            raise ValueError("block diffusion has unshifted logits and no AR loss: set w_ar to 0")
 
 
 class StepSortedSampler(Sampler[int]):
@@ -63,41 +110,96 @@ class ARTrainer(SFTTrainer):
         return StepSortedSampler([len(ids) for ids in dataset["input_ids"]], step_size, self.args.seed)
 
 
+def _tokenizer_of(model, processing_class):
+    if processing_class is not None:
+        return processing_class
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model if isinstance(model, str) else model.config._name_or_path)
+
+
+def _assistant_only(dataset, tokenizer, turns: str):
+    """A ``messages`` data set as (input_ids, labels) with loss on the assistant turns only (``turns``: all or the
+    last), as the pipeline trains (mars.train.tokenize_conversation); any other data set unchanged (TRL's
+    prompt-completion format already trains the completion only)."""
+    if dataset is None or "messages" not in dataset.column_names or "input_ids" in dataset.column_names:
+        return dataset
+    from mars.train import tokenize_conversation
+
+    def tokenize(example):
+        ids, labels = tokenize_conversation(tokenizer, example["messages"], turns=turns)
+        return {"input_ids": ids, "labels": labels}
+
+    return dataset.map(tokenize, remove_columns=dataset.column_names)
+
+
 class MARSTrainer(ARTrainer):
+    """Dual-stream MARS fine-tuning (L = L_mask + w_AR * L_AR) as a TRL ``SFTTrainer``: it accepts what
+    ``SFTTrainer`` accepts (a model or its name; ``messages`` or prompt/completion data) with a :class:`MARSConfig`.
+
+        trainer = MARSTrainer(model="path/or/hub-id", args=MARSConfig("out", block_size=4), train_dataset=data)
+        trainer.train(); trainer.save_model()
+
+    Only assistant tokens carry loss, in both data formats. The mask token is ``mask_token_id``, else the config's
+    ``mask_token``, else the tokenizer's own; the model's config records it and the block size
+    (``config.mask_token_id``, ``config.mars``), so every checkpoint says how it must be decoded
+    (:func:`mars.generate` reads it).
+    """
+
     # compute_loss divides by the token count of the whole accumulated batch, so training_step must not divide again.
     loss_is_scaled_for_ga = True
 
     def __init__(
         self,
-        *args,
-        mask_token_id: int,
-        block_size: int,
-        variant: str = "mars",
-        w_ar: float = 1.0,
-        masking_seed: int = 0,
-        trim_noisy_prefix: bool = True,
-        loss_normalization: str = "token",
-        pad_to_block: str = "none",
-        mask_loss_weighting: str = "uniform",
+        model,
+        args: MARSConfig | None = None,
+        *,
+        mask_token_id: int | None = None,
+        train_dataset=None,
+        eval_dataset=None,
+        processing_class=None,
         **kwargs,
     ):
-        if variant == "block_diffusion" and w_ar:
-            raise ValueError("block diffusion has unshifted logits and no AR loss: set w_ar to 0")
-        if pad_to_block not in ("none", "eos"):
-            raise ValueError(f"pad_to_block must be 'none' or 'eos', got {pad_to_block!r}")
+        args = args if args is not None else MARSConfig("mars_output")
+        if not isinstance(args, MARSConfig):
+            raise TypeError(f"MARSTrainer needs a MARSConfig, got {type(args).__name__}")
+        tokenizer = _tokenizer_of(model, processing_class)
+        if mask_token_id is None and args.mask_token is not None:
+            if args.mask_token not in tokenizer.get_vocab():
+                raise ValueError(f"mask token {args.mask_token!r} is not in the tokenizer's vocabulary")
+            tokenizer.mask_token = args.mask_token
+        mask_token_id = mask_token_id if mask_token_id is not None else tokenizer.mask_token_id
+        if mask_token_id is None:
+            raise ValueError("no mask token: the tokenizer has none; set MARSConfig.mask_token to an existing token")
         self.mask_token_id = mask_token_id
-        self.block_size = block_size
-        self.variant = variant
-        self.w_ar = w_ar
-        self.loss_normalization = loss_normalization  # token | sequence (the authors'): dual_stream_loss
-        self.pad_to_block = pad_to_block  # eos: the authors' EOS padding of every example to a multiple of B
-        self.mask_loss_weighting = mask_loss_weighting  # uniform | inverse_t (the authors' no-SFT weighting)
+        self.block_size = args.block_size
+        self.variant = args.variant
+        self.w_ar = args.w_ar
+        self.loss_normalization = args.loss_normalization  # token | sequence (the authors'): dual_stream_loss
+        self.pad_to_block = args.pad_to_block  # eos: the authors' EOS padding of every example to a multiple of B
+        self.mask_loss_weighting = args.mask_loss_weighting  # uniform | inverse_t (the authors' no-SFT weighting)
         self._step_sequences = None  # sequences in the current optimizer step (this process): sequence normalisation
-        self.masking_seed = masking_seed
-        self.trim_noisy_prefix = trim_noisy_prefix  # False: the dense 2L x 2L layout (benchmark reference)
+        self.masking_seed = args.seed
+        self.trim_noisy_prefix = args.trim_noisy_prefix  # False: the dense 2L x 2L layout (benchmark reference)
         self._micro_step = (-1, 0)  # (global step, micro-batch index): seeds block-diffusion masking reproducibly
         self._part_sums = {}  # mode -> (sum of noisy CE, sum of clean CE, targets) since the last log
-        super().__init__(*args, **kwargs)
+        super().__init__(
+            model,
+            args,
+            train_dataset=_assistant_only(train_dataset, tokenizer, args.loss_turns),
+            eval_dataset=eval_dataset,
+            processing_class=tokenizer,
+            **kwargs,
+        )
+        # how this model must be decoded, in its own config.json (vLLM's parallel drafting reads mask_token_id)
+        config = self.accelerator.unwrap_model(self.model).config
+        config.mask_token_id = mask_token_id
+        config.mars = {
+            "method": "block_diffusion" if self.variant == "block_diffusion" else "mars",
+            "block_size": self.block_size,
+            "variant": self.variant,
+            "mask_token": tokenizer.convert_ids_to_tokens(mask_token_id),
+        }
 
     def get_batch_samples(self, epoch_iterator, num_batches, device):
         """The micro-batches of one optimizer step. With EOS padding they are padded here, before the Trainer counts
