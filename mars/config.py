@@ -436,6 +436,11 @@ def check_spec(spec: TrainSpec, where: str = "spec") -> None:
         raise ConfigError(f"config key '{where}.attention': unknown attention variant {spec.attention!r}")
     if not isinstance(spec.block_size, int) or spec.block_size < 1:
         raise ConfigError(f"config key '{where}.block_size': must be an integer >= 1, got {spec.block_size!r}")
+    if spec.method in ("mars", "block_diffusion") and not 2 <= spec.block_size < spec.max_length:
+        raise ConfigError(
+            f"config key '{where}.block_size': {spec.block_size}, but a dual-stream method needs 2 <= block_size < "
+            f"max_length ({spec.max_length}): B = 1 has no mask to train, and a block must leave room for a prompt"
+        )
     if spec.method == "block_diffusion" and spec.w_ar:
         raise ConfigError(f"config key '{where}.w_ar': block diffusion has no AR loss; set it to 0")
     if spec.method == "block_diffusion" and spec.mask_loss_weighting != "uniform":

@@ -188,3 +188,12 @@ def test_recipe_settings_keep_accumulation_equal_to_one_big_batch(small_init, tm
     assert moved > 1e-3
     assert max((big[k] - accumulated[k]).abs().max().item() for k in start) < 1e-5 * max(1.0, moved) + 2e-6
     assert max((big[k] - plain[k]).abs().max().item() for k in start) > 1e-5  # the setting changed the update
+
+
+@pytest.mark.parametrize("block_size,max_length", [(1, 256), (4096, 256), (256, 256)])
+def test_a_block_size_without_a_mask_or_without_room_is_one_config_error(block_size, max_length):
+    from mars.config import ConfigError, check_spec
+
+    with pytest.raises(ConfigError, match=r"config key 'spec.block_size': .* needs 2 <= block_size < max_length"):
+        check_spec(spec(block_size=block_size, max_length=max_length))
+    check_spec(spec(method="ar", block_size=1, max_length=max_length))  # AR SFT has no window
