@@ -697,6 +697,10 @@ def test_a_model_is_decoded_with_the_block_size_it_was_trained_with(trained_tiny
     assert run_config["spec"]["block_size"] == 4
     run_config["spec"]["block_size"] = 16
     (model / "run_config.json").write_text(json.dumps(run_config))
+    config = json.loads((model / "config.json").read_text())  # where a checkpoint records its window first
+    assert config["mars"]["block_size"] == 4
+    config["mars"]["block_size"] = 16
+    (model / "config.json").write_text(json.dumps(config))
     widths = []
     real_window_forward = mars.decoding.window_forward
 
