@@ -19,7 +19,9 @@ rule world:
         **WORLD_OUTPUTS,
     params:
         out=str(WORLD),
-        job=X.as_param(config["world"]),
+        # world.start is not the world's business (the rule import_start brings the model): left out of the param,
+        # so that adding that key did not rebuild every existing world
+        job=X.as_param({k: v for k, v in config["world"].items() if k != "start"}),
     conda:
         "../../envs/train.yaml"
     log:
