@@ -64,7 +64,15 @@ def test_the_folder_loads_without_gguf_and_names_an_untrained_mask_token(importe
     assert done.returncode == 0, done.stderr[-2000:]
     first, *template = done.stdout.splitlines()
     assert first == "<empty_output> 16 <|im_end|> True True False"
-    assert template[-2:] == ["<|im_start|>user", "hi<|im_end|>"] or "<|im_start|>assistant" in template
+    # SmolLM2's ChatML template, with its default system turn and the generation prompt
+    assert template == [
+        "<|im_start|>system",
+        "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>",
+        "<|im_start|>user",
+        "hi<|im_end|>",
+        "<|im_start|>assistant",
+        "",  # the generation prompt ends with a newline
+    ]
 
 
 def test_missing_or_corrupt_wheel_is_one_error_line_and_leaves_nothing(tmp_path, capsys):
