@@ -1,11 +1,13 @@
 """Compare the tables of two pipeline runs, ignoring wall-clock and memory columns (they differ between any two runs).
 
-    python scripts/compare_tables.py RUN_A/results/smoke/tables RUN_B/results/smoke/tables
-Exit status 0 when every table has the same rows, columns and (non-timing) values.
+    python scripts/compare_tables.py RUN_A/results/smoke/tables RUN_B/results/smoke/tables [--tables table5,table9]
+Exit status 0 when every table (or every named one; both runs must have made it) has the same rows, columns and
+(non-timing) values.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from pathlib import Path
@@ -16,8 +18,14 @@ import pandas as pd
 TIMING = re.compile(r"(time|_s$|tokens_per_s|speedup|efficiency|ideal|t_1token|t_window|rss|s_per_step)")
 
 
-def main(a: str, b: str) -> int:
+def main(a: str, b: str, tables: list[str] | None = None) -> int:
     left, right = sorted(Path(a).glob("*.csv")), sorted(Path(b).glob("*.csv"))
+    if tables:  # only these, and both runs must have them
+        left = [Path(a) / f"{t}.csv" for t in tables if (Path(a) / f"{t}.csv").is_file()]
+        right = [Path(b) / f"{t}.csv" for t in tables if (Path(b) / f"{t}.csv").is_file()]
+        if len(left) != len(tables):
+            print(f"different table sets: {tables} asked, {[p.name for p in left]} vs {[p.name for p in right]}")
+            return 1
     if [p.name for p in left] != [p.name for p in right] or not left:
         print(f"different table sets: {[p.name for p in left]} vs {[p.name for p in right]}")
         return 1
@@ -44,4 +52,9 @@ def main(a: str, b: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("a")
+    parser.add_argument("b")
+    parser.add_argument("--tables", type=lambda text: text.split(","), help="compare only these (comma-separated)")
+    args = parser.parse_args()
+    sys.exit(main(args.a, args.b, tables=args.tables))

@@ -41,3 +41,16 @@ def test_timing_columns_are_ignored_and_the_rest_compared(tmp_path, capsys):
     assert "paper_speedup_vs_ar_kv" in capsys.readouterr().out
     assert compare(left, write(tmp_path / "r4", **{k: v[:1] for k, v in base.items()})) == 1
     assert "differs in its rows: 2 vs 1" in capsys.readouterr().out
+
+
+def test_named_tables_only_and_both_runs_must_have_them(tmp_path, capsys):
+    """CI's SLURM run builds two tables of the local run's nine: only the named ones are compared."""
+    compare = load().main
+    left = write(tmp_path / "l", setting=["a"], tokens=[10])
+    pd.DataFrame(dict(row=[1])).to_csv(tmp_path / "l" / "table2.csv", index=False)  # only the local run made it
+    right = write(tmp_path / "r", setting=["a"], tokens=[10])
+    assert compare(left, right) == 1  # the whole sets differ
+    assert compare(left, right, tables=["table5"]) == 0
+    assert "table5.csv: same" in capsys.readouterr().out
+    assert compare(left, right, tables=["table5", "table2"]) == 1  # the SLURM run lacks table2
+    assert "different table sets" in capsys.readouterr().out

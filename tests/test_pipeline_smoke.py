@@ -1,6 +1,7 @@
 """End to end: the smoke config runs every rule of the workflow and produces every table and figure.
 
-Slow (a few minutes on 2 cores), so marked; it still runs in CI.
+A whole workflow run (about 10 minutes on 2 cores): marked ``pipeline``, left out of the test command and run by CI
+(``.ci/run``) beside the paper configs' rehearsals: ``pytest -m pipeline``.
 """
 
 import json
@@ -33,7 +34,7 @@ ALL_RULES = {
     "figure_wallclock",
 }
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.pipeline
 
 
 def snakemake(workdir: Path, *args, timeout=1500, config=CONFIG) -> subprocess.CompletedProcess:
