@@ -10,17 +10,30 @@ import sys
 # the venv); a rule's conda environment, when used, comes first on PATH instead.
 os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
+from mars.config import ConfigError, check_model_references, validate
+
+
+def config_error(message, name_files=True):
+    """The project's one line, first and alone (not inside Snakemake's frame of the Snakefile's traceback)."""
+    files = ", ".join(map(str, workflow.overwrite_configfiles)) or "config.yaml"
+    sys.stderr.write(f"error: {message}{f' (config: {files})' if name_files else ''}\n")
+    sys.exit(2)
+
+
 # The tiny default, unless --configfile names another config (Snakemake would otherwise merge the two); a --config
 # override alone still applies on top of it.
 if not workflow.overwrite_configfiles:
+    if not os.path.isfile("config.yaml"):
+        config_error(f"no config.yaml in {os.getcwd()}: run from the repository, or give --configfile FILE", False)
 
     configfile: "config.yaml"
 
 
-from mars.config import check_model_references, validate
-
-validate(config)  # fills in the schema's defaults (mars/schemas/config.schema.json); one clear error on a bad key
-check_model_references(config)  # every model a table, figure or the bench names is a model entry
+try:
+    validate(config)  # fills in the schema's defaults (mars/schemas/config.schema.json)
+    check_model_references(config)  # every model a table, figure or the bench names is a model entry
+except ConfigError as exc:
+    config_error(exc)
 
 
 report: "workflow/report/workflow.rst"

@@ -87,7 +87,7 @@ def _train(args) -> None:
 def _generate(args) -> None:
     from mars.generation import (
         check_decoding_args,
-        default_window,
+        decoding_window,
         generate_text,
         load_model,
         render_chunks,
@@ -102,7 +102,7 @@ def _generate(args) -> None:
         prompts += [r["prompt"] for r in load_records(path.parent, path.stem)]
     if not prompts:
         raise ConfigError("no prompts: give --prompt TEXT or --prompts-file FILE.jsonl")
-    block_size = args.block_size or default_window(args.model, args.method) or 1
+    block_size = decoding_window(args.model, args.method, args.tau, args.block_size)
     check_decoding_args(args.method, args.cache, args.metric, args.tau, block_size, args.cache_block_size)
     if args.max_new_tokens < 1:
         raise ConfigError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
@@ -166,7 +166,7 @@ BENCH_SETTINGS = (
 
 def _bench(args) -> None:
     from mars.bench import run_bench
-    from mars.config import DEFAULT_RESULTS_DIR, schema_defaults
+    from mars.config import DEFAULT_RESULTS_DIR, schema_defaults, validate_flags
     from mars.experiments import parse_job
 
     settings = {k: v for k, v in schema_defaults("bench").items() if k in BENCH_SETTINGS}
@@ -175,6 +175,7 @@ def _bench(args) -> None:
     for key in BENCH_SETTINGS:
         if getattr(args, key, None) is not None:
             settings[key] = _ints(getattr(args, key)) if key.endswith("_sizes") else getattr(args, key)
+    validate_flags("bench", settings)  # (before the model is loaded: nothing runs on a bad flag)
     rows = run_bench(
         args.model,
         args.data,
@@ -209,7 +210,7 @@ SPECULATE_SETTINGS = (
 
 
 def _speculate(args) -> None:
-    from mars.config import DEFAULT_RESULTS_DIR, schema_defaults
+    from mars.config import DEFAULT_RESULTS_DIR, schema_defaults, validate_flags
     from mars.experiments import parse_job
     from mars.generation import default_window
     from mars.spec_bench import ROLES, run_speculate
@@ -222,6 +223,7 @@ def _speculate(args) -> None:
     for key in ("k", "tau", "num_prompts", "max_new_tokens", "threads", "block_size"):
         if getattr(args, key, None) is not None:
             settings[key] = getattr(args, key)
+    validate_flags("speculative", settings)
     paths = {role: getattr(args, role) for role in ROLES}
     if not settings.get("block_size"):
         settings["block_size"] = default_window(paths["target_mars"], "mars") or 0
@@ -342,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--prompt", action="append", default=[], help="a user message (repeatable)")
     gen.add_argument("--prompts-file", help="JSONL file with a 'prompt' per line (e.g. a world's test.jsonl)")
     gen.add_argument("--method", default="mars", help="ar | mars | mars_lossless | jacobi | block_diffusion")
-    gen.add_argument("--block-size", type=int, default=0, help="window size B (default: the trained one)")
+    gen.add_argument("--block-size", type=int, help="window size B (default: the trained one)")
     gen.add_argument("--tau", type=float, default=1.0, help="acceptance threshold in (0, 1]; 1.0 = one token")
     gen.add_argument(
         "--cache",
@@ -437,10 +439,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "output", None):  # every command's output: writable, checked before any work
+            from mars.fileio import check_writable
+
+            check_writable(args.output)
         args.run(args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # (mars train saves a checkpoint on the first Ctrl-C and says so: Preempted)
+        print(f"mars {args.command}: interrupted; outputs are written whole or not at all", file=sys.stderr)
+        return 130
     return 0
 
 

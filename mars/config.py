@@ -87,6 +87,21 @@ def validate_section(section: str, value: dict) -> dict:
     return value
 
 
+def validate_flags(section: str, values: dict) -> None:
+    """Command-line flags that set keys of a config section (``mars bench --reps``) are checked by the same schema
+    as the config, each reported as one line naming its flag."""
+    schema = load_schema()
+    props = schema["properties"][section].get("properties", {})
+    for key, value in values.items():
+        if key not in props or value is None:
+            continue
+        error = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator({**props[key], "$defs": schema["$defs"]}).iter_errors(value)
+        )
+        if error is not None:
+            raise ConfigError(f"--{key.replace('_', '-')}: {error.message}")
+
+
 DEFAULT_RESULTS_DIR = load_schema()["properties"]["results_dir"]["default"]
 
 

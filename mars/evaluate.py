@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -125,6 +124,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--mask-token", default=None, help="token used as [MASK] when the tokenizer has none")
     parser.add_argument("--output", required=True, help="result JSON (see 'mars.evaluate' for several tasks)")
+    parser.add_argument("--overwrite", action="store_true", help="replace existing result files")
     parser.add_argument("--experiment", default=None, help="MLflow experiment (default: the training one)")
     parser.add_argument("--results-dir", default=None, help="folder of the MLflow store (mlflow.db)")
     parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="extra MLflow tag")
@@ -152,6 +152,7 @@ def run_eval_command(args: argparse.Namespace) -> None:
         results_dir=args.results_dir or DEFAULT_RESULTS_DIR,
         tags=parse_tags(args.tag),
         device=args.device,
+        overwrite=args.overwrite,
         **eval_settings(args),
     )
     print(
@@ -183,27 +184,6 @@ def parse_tags(pairs: list[str] | None) -> dict[str, str]:
 # input checks
 
 
-HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-def _check_checkpoint(model: str | os.PathLike) -> Path:
-    """A local checkpoint folder (absolute), or a hub id such as ``Qwen/Qwen2.5-0.5B-Instruct`` (kept as given: the
-    model is loaded by ``from_pretrained``, from the local hub cache when offline)."""
-    path = Path(model).expanduser()
-    if path.exists():
-        if not path.is_dir() or not (path / "config.json").is_file():
-            raise ConfigError(f"not a checkpoint folder (no config.json): {model}")
-        return path.resolve()
-    text = str(model)
-    if not HUB_ID.match(text):
-        raise ConfigError(f"checkpoint not found: {model}")
-    from huggingface_hub import constants, try_to_load_from_cache
-
-    if constants.HF_HUB_OFFLINE and not isinstance(try_to_load_from_cache(text, "config.json"), str):
-        raise ConfigError(f"checkpoint not found: {model} (neither a folder nor a hub model in the local cache)")
-    return Path(text)
-
-
 def _read_run_config(path: Path) -> dict:
     try:
         return json.loads((path / "run_config.json").read_text())
@@ -219,7 +199,7 @@ def _positive(name: str, value, allow_none: bool = False) -> int | None:
     return value
 
 
-def output_paths(output: str | os.PathLike, tasks: list[str]) -> dict[str, Path]:
+def output_paths(output: str | os.PathLike, tasks: list[str], overwrite: bool = False) -> dict[str, Path]:
     text = str(output)
     if not text.endswith(".json"):
         raise ConfigError(f"--output must be a .json file, got {text!r}")
@@ -235,6 +215,8 @@ def output_paths(output: str | os.PathLike, tasks: list[str]) -> dict[str, Path]
     for p in paths.values():
         if p.exists() and p.is_dir():
             raise ConfigError(f"--output is a folder: {p}")
+        if p.exists() and not overwrite:
+            raise ConfigError(f"--output exists: {p} (give --overwrite to replace it)")
     return {t: p.expanduser().resolve() for t, p in paths.items()}
 
 
@@ -281,6 +263,7 @@ def evaluate(
     harness_data: str | os.PathLike | None = None,
     mask_token: str | None = None,
     bootstrap_iters: int = 1000,
+    overwrite: bool = False,
 ) -> list[tuple[Path, dict]]:
     """Evaluate ``model`` on ``tasks``; writes one JSON per task and returns [(path, record)] (module docstring).
 
@@ -299,10 +282,18 @@ def evaluate(
         write_task_dir,
     )
     from mars.eval_tasks import mirror as harness_mirror
-    from mars.generation import _load_errors, checkpoint_error, default_window, resolve_dtype, trained_block_size
+    from mars.fileio import check_writable
+    from mars.generation import (
+        _load_errors,
+        check_checkpoint,
+        checkpoint_error,
+        decoding_window,
+        resolve_dtype,
+        trained_block_size,
+    )
 
     # ---- every input check first: nothing runs, nothing is written on bad input
-    model_path = _check_checkpoint(model)
+    model_path = check_checkpoint(model, "--model")
     defaults = schema_defaults("eval")
     given = dict(
         profile=profile,
@@ -325,9 +316,10 @@ def evaluate(
     dtype, harness_data = given["dtype"], given["harness_data"]
     results_dir = results_dir or DEFAULT_RESULTS_DIR
     trained_block = trained_block_size(model_path)
-    if block_size is None:
-        block_size = default_window(model_path, method) or 1
-    elif method in ("mars", "mars_lossless", "block_diffusion") and trained_block and block_size != trained_block:
+    explicit = block_size is not None
+    block_size = decoding_window(model_path, method, 1.0 if tau is None else tau, block_size)
+    windowed = method in ("mars", "mars_lossless", "block_diffusion")
+    if explicit and windowed and trained_block and block_size != trained_block:
         print(
             f"[mars eval] decoding with an explicit window of {block_size}; {model_path.name} was trained with "
             f"block size {trained_block}",
@@ -359,7 +351,9 @@ def evaluate(
         harness_data = None
     batch_size = _positive("--batch-size", batch_size)
     max_gen_toks = _positive("--max-gen-toks", max_gen_toks)
-    paths = output_paths(output, [t for t, _ in selected])
+    paths = output_paths(output, [t for t, _ in selected], overwrite)
+    for path in paths.values():
+        check_writable(path)
     tags = dict(tags or {})
     run_config = _read_run_config(model_path)
     experiment = experiment or run_config.get("experiment") or DEFAULT_EXPERIMENT

@@ -51,3 +51,25 @@ def _umask() -> int:
 
 def write_json_atomic(path: str | Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def check_writable(path: str | Path, flag: str = "--output") -> None:
+    """Refuse an output path that cannot be written, before any work starts: its nearest existing ancestor must be a
+    folder that takes a new file (a probe file is created and removed there; nothing else is created). Raises
+    ConfigError naming the flag and the folder."""
+    from mars.config import ConfigError
+
+    path = Path(path).expanduser().absolute()
+    folder = path
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if folder == path and not path.is_dir():
+        folder = path.parent  # an existing file is replaced: its folder must take the new one
+    if not folder.is_dir():
+        raise ConfigError(f"{flag} {path}: {folder} is a file, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".mars-write-check.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(f"{flag} {path}: cannot write in {folder} ({exc.strerror})") from None

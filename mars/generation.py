@@ -6,6 +6,8 @@ Used by ``mars generate``, the wall-clock benchmark and Figure 1.
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -80,6 +82,29 @@ def load_model(
     return model.to(device), tokenizer
 
 
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def check_checkpoint(model: str | os.PathLike, flag: str = "--model") -> Path:
+    """A local checkpoint folder (returned absolute), or a hub id such as ``Qwen/Qwen2.5-0.5B-Instruct`` (returned
+    as given: ``from_pretrained`` loads it, from the local hub cache when offline). A missing path is a local-path
+    error, never a hub lookup: a name is taken for a hub id only when it has the hub's ``owner/name`` form and its
+    first part is not a local folder."""
+    path = Path(model).expanduser()
+    if path.exists():
+        if not path.is_dir() or not (path / "config.json").is_file():
+            raise ConfigError(f"{flag} {model}: not a checkpoint folder (no config.json)")
+        return path.resolve()
+    text = str(model)
+    if not HUB_ID.match(text) or Path(text.split("/")[0]).is_dir():
+        raise ConfigError(f"{flag} {model}: no such checkpoint folder")
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if constants.HF_HUB_OFFLINE and not isinstance(try_to_load_from_cache(text, "config.json"), str):
+        raise ConfigError(f"{flag} {model}: neither a folder nor a hub model in the local cache (offline)")
+    return Path(text)
+
+
 def checkpoint_error(path, exc: BaseException) -> str:
     """One line naming the checkpoint and what is wrong with it."""
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
@@ -117,6 +142,23 @@ def default_window(path: str | Path, method: str) -> int | None:
 
         return schema_defaults("eval")["jacobi_block_size"]
     return trained_block_size(path)
+
+
+def decoding_window(path: str | Path, method: str, tau: float, block_size: int | None = None) -> int:
+    """The window a command decodes ``path`` with: the explicit ``block_size`` (>= 1), else the trained one
+    (:func:`default_window`), else 1 for one token per forward. A MARS or block-diffusion decode at tau < 1 of a
+    checkpoint that names no block size is an error: a window of 1 would silently decode one token per forward."""
+    if block_size is not None:
+        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+            raise ConfigError(f"--block-size must be an integer >= 1, got {block_size!r}")
+        return block_size
+    window = default_window(path, method)
+    if window is None and method in ("mars", "mars_lossless", "block_diffusion") and tau < 1:
+        raise ConfigError(
+            f"{path}: no trained block size in its config.json (mars.block_size), so no window to decode at tau "
+            f"{tau:g} with method {method}; give --block-size"
+        )
+    return window or 1
 
 
 def encode_prompts(tokenizer, prompts: list[str], chat: bool = True) -> list[list[int]]:

@@ -284,11 +284,20 @@ def _run(args) -> None:
 
     if bool(args.job) == bool(args.config):
         raise ConfigError("give either --job or --config")
-    job = parse_job(args.job) if args.job else prefetch_job(load_config(args.config))
+    if args.config:
+        config = load_config(args.config)
+        if not (config.get("offline") or {}).get("cache_dir"):
+            raise ConfigError(
+                f"{args.config} has no offline.cache_dir: its jobs would not read a prefetched cache (add "
+                f"'offline: {{cache_dir: {args.cache}}}' to it)"
+            )
+    job = parse_job(args.job) if args.job else prefetch_job(config)
     # the libraries read their cache locations when imported: set them before any import
     os.environ.update(offline_env(args.cache, offline=False))
     if args.dry_run:
         plan = fetch_plan(job)
+        if not plan:
+            print("nothing to fetch: the config needs no hub model, data set or harness data")
         for item in plan:
             state = "local" if item.local else ("cached" if is_cached(item, args.cache) else "to fetch")
             print(f"{state:9s} {item.label()}{'  [gated: needs HF_TOKEN]' if item.gated else ''}")

@@ -49,13 +49,13 @@ def load_init(init: str, spec: TrainSpec, mask_token: str | None = None):
     ``mask_token`` names an EXISTING token to use as [MASK] when the tokenizer has none (Qwen2.5: a reserved
     token), so the model gains no parameters.
     """
-    path = Path(init).expanduser()
-    if path.exists() and not (path / "config.json").is_file():
-        raise ConfigError(f"init checkpoint has no config.json: {init}")
+    from mars.generation import _load_errors, check_checkpoint, checkpoint_error
+
+    init = str(check_checkpoint(init, "--init"))  # a missing local folder fails here, with no hub lookup
     try:
         tokenizer = AutoTokenizer.from_pretrained(init)
-    except (OSError, ValueError) as exc:  # a missing folder reads as an unreachable hub id
-        raise ConfigError(f"cannot load init checkpoint {init}: {str(exc).splitlines()[0]}") from exc
+    except _load_errors() as exc:
+        raise ConfigError(checkpoint_error(init, exc)) from None
     if mask_token and tokenizer.mask_token_id is None:
         if mask_token not in tokenizer.get_vocab():
             raise ConfigError(f"mask token {mask_token!r} is not in the vocabulary of {init}")
@@ -69,8 +69,8 @@ def load_init(init: str, spec: TrainSpec, mask_token: str | None = None):
             model = fresh_model(init, spec.architecture, spec.seed)
         else:
             model = AutoModelForCausalLM.from_pretrained(init, dtype=torch.float32)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot load init checkpoint {init}: {str(exc).splitlines()[0]}") from exc
+    except _load_errors() as exc:  # (a truncated safetensors file included)
+        raise ConfigError(checkpoint_error(init, exc)) from None
     return model, tokenizer
 
 
@@ -290,16 +290,17 @@ def make_trainer(spec: TrainSpec, model, tokenizer, dataset: Dataset, work_dir: 
 
 
 class Preempted(SystemExit):
-    """The run was told to stop (SIGTERM, SIGUSR1) and saved a Trainer checkpoint: exit status 128 + the signal, so
-    that the job fails and a resubmitted one resumes from the checkpoint."""
+    """The run was told to stop (SIGTERM, SIGUSR1, Ctrl-C's SIGINT) and saved a Trainer checkpoint: exit status
+    128 + the signal, so that the job fails and a resubmitted one resumes from the checkpoint."""
 
 
 class PreemptionCallback(TrainerCallback):
-    """On SIGTERM or SIGUSR1 (SLURM sends one before the time limit with ``sbatch --signal``), save a checkpoint
-    at the end of the current optimizer step and stop. With several processes the flag is agreed on by all of them
-    at every step (a signal reaches them at slightly different times), so they save and stop together."""
+    """On SIGTERM or SIGUSR1 (SLURM sends one before the time limit with ``sbatch --signal``) or SIGINT (Ctrl-C),
+    save a checkpoint at the end of the current optimizer step and stop; a second Ctrl-C stops at once. With several
+    processes the flag is agreed on by all of them at every step (a signal reaches them at slightly different
+    times), so they save and stop together."""
 
-    SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+    SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 
     def __init__(self):
         self.signum = 0
@@ -317,6 +318,8 @@ class PreemptionCallback(TrainerCallback):
         self._previous = {}
 
     def _handle(self, signum, frame) -> None:
+        if signum == signal.SIGINT and self.signum == signal.SIGINT:
+            raise KeyboardInterrupt  # Ctrl-C twice: do not wait for the step's end
         self.signum = signum
 
     def on_step_end(self, args, state, control, **kwargs):
@@ -425,9 +428,9 @@ def train(
         if preemption.signum:
             name = signal.Signals(preemption.signum).name
             if main:
+                checkpoint = work_dir / f"checkpoint-{trainer.state.global_step}"
                 print(
-                    f"mars train: {name} received; saved checkpoint-{trainer.state.global_step} in {work_dir}, "
-                    "rerun the same command to resume",
+                    f"mars train: {name} received; saved {checkpoint}: rerun the same command to resume from it",
                     file=sys.stderr,
                 )
             raise Preempted(128 + preemption.signum)

@@ -70,7 +70,7 @@ def test_missing_init_checkpoint(tmp_path, capsys, small_init):
     code, err, out = run_train(
         tmp_path, capsys, write_config(tmp_path), tmp_path / "no" / "such" / "ckpt", small_init / "data"
     )
-    assert code == 2 and len(err) == 1 and "init checkpoint" in err[0]
+    assert code == 2 and len(err) == 1 and "--init" in err[0] and "no such checkpoint folder" in err[0]
     assert not out.exists()
 
 

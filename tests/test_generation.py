@@ -96,7 +96,7 @@ def test_generate_cli_shows_chunks(trained_tiny, capsys):
         (["--tau", "0"], "tau"),
         (["--cache", "disk"], "cache"),
         (["--metric", "vibes"], "metric"),
-        (["--block-size", "-1"], "block_size"),
+        (["--block-size", "-1"], "--block-size must be an integer >= 1"),
         (["--method", "beam"], "method"),
         (["--max-new-tokens", "0"], "max-new-tokens"),
     ],
@@ -119,7 +119,8 @@ def test_generate_cli_missing_model_and_missing_mask_token(trained_tiny, tmp_pat
     tokenizer = AutoTokenizer.from_pretrained(folder)
     tokenizer.mask_token = None
     tokenizer.save_pretrained(folder)
-    assert main(["generate", "--model", str(folder), "--prompt", "hi", "--method", "mars", "--tau", "0.5"]) == 2
+    argv = ["generate", "--model", str(folder), "--prompt", "hi", "--method", "mars", "--tau", "0.5"]
+    assert main([*argv, "--block-size", "4"]) == 2
     assert "mask token" in capsys.readouterr().err
     assert main(["generate", "--model", str(folder), "--prompt", "hi", "--method", "ar", "--max-new-tokens", "3"]) == 0
 

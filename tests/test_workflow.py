@@ -165,13 +165,25 @@ def test_bad_configs_are_rejected_naming_the_key(tmp_path, edit, message):
     path = bad_config(tmp_path, edit)
     code, out, jobs = dry_run("--configfile", str(path))
     assert code != 0
-    error_lines = [line for line in out.splitlines() if line.startswith("config key")]
-    assert len(error_lines) == 1 and message in error_lines[0], out[-2000:]
+    lines = [line for line in out.splitlines() if line.strip()]
+    # the project's line is the whole output: first, alone, naming the key and the config file
+    assert len(lines) == 1 and lines[0].startswith("error: config key") and message in lines[0], out[-2000:]
+    assert lines[0].endswith(f"(config: {path})")
     assert not jobs  # nothing scheduled
     from mars.config import ConfigError, check_model_references, load_config
 
     with pytest.raises(ConfigError, match=re.escape(message)):
         check_model_references(load_config(path))
+
+
+def test_without_a_config_file_the_line_says_where_it_looked(tmp_path):
+    """Run outside the repository with no --configfile: the project's line, not Snakemake's traceback."""
+    proc = subprocess.run(
+        [*SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), "-n"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert lines == [f"error: no config.yaml in {tmp_path}: run from the repository, or give --configfile FILE"]
 
 
 def printed_commands(*configs: Path) -> str:
