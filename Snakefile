@@ -10,7 +10,7 @@ import sys
 # the venv); a rule's conda environment, when used, comes first on PATH instead.
 os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
-from mars.config import ConfigError, check_model_references, validate
+from mars.pipeline.config import ConfigError, check_model_references, validate
 
 
 def config_error(message, name_files=True):
@@ -39,7 +39,7 @@ except ConfigError as exc:
 report: "workflow/report/workflow.rst"
 
 
-from mars.tracking import config_hash
+from mars.pipeline.tracking import config_hash
 
 os.environ["MARS_CONFIG_HASH"] = config_hash(config)  # tagged on every MLflow run of this pipeline
 

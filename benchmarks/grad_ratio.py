@@ -21,10 +21,10 @@ from pathlib import Path
 
 import torch
 
-from mars.config import TrainSpec
-from mars.data import load_records
-from mars.objective import IGNORE, build_dual_stream, dual_stream_row_sums
-from mars.train import build_dataset, load_init
+from mars.pipeline.config import TrainSpec
+from mars.training.data import load_records
+from mars.training.objective import IGNORE, build_dual_stream, dual_stream_row_sums
+from mars.training.train import build_dataset, load_init
 
 
 def batches(dataset, batch_size: int, count: int, pad_id: int, max_length: int):

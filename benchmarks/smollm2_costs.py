@@ -21,10 +21,10 @@ import time
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
-from mars.config import TrainSpec
-from mars.data import load_records
-from mars.objective import IGNORE, build_dual_stream, dual_stream_loss, pad_to_block_eos
-from mars.train import build_dataset
+from mars.pipeline.config import TrainSpec
+from mars.training.data import load_records
+from mars.training.objective import IGNORE, build_dual_stream, dual_stream_loss, pad_to_block_eos
+from mars.training.train import build_dataset
 
 
 def micro_batches(rows, micro: int, pad_id: int):

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import torch
 
-from mars.config import TrainSpec, load_config
-from mars.data import load_records
-from mars.train import build_dataset, load_init, make_trainer
+from mars.pipeline.config import TrainSpec, load_config
+from mars.training.data import load_records
+from mars.training.train import build_dataset, load_init, make_trainer
 from mars.world.build import build_world
 
 VARIANTS = {

@@ -11,13 +11,14 @@ __all__ = ["MARSConfig", "MARSTrainer", "generate"]
 
 
 def __getattr__(name: str):
-    # Loaded on first use: the pipeline's light modules (mars.config, read by the Snakefile) must not import TRL.
+    # Loaded on first use: the pipeline's light modules (mars.pipeline.config, read by the Snakefile) must not import
+    # TRL.
     if name in ("MARSConfig", "MARSTrainer"):
-        from mars import trainer
+        from mars.training import trainer
 
         return getattr(trainer, name)
     if name == "generate":
-        from mars.generation import mars_generate
+        from mars.decoding.generation import mars_generate
 
         return mars_generate
     raise AttributeError(f"module 'mars' has no attribute {name!r}")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from mars.config import ConfigError
+from mars.pipeline.config import ConfigError
 
 
 def _one_source(args, flags: tuple[str, ...]) -> None:
@@ -25,8 +25,8 @@ def _one_source(args, flags: tuple[str, ...]) -> None:
 
 
 def _world(args) -> None:
-    from mars.config import load_config, validate_section
-    from mars.experiments import parse_job
+    from mars.pipeline.config import load_config, validate_section
+    from mars.pipeline.experiments import parse_job
 
     _one_source(args, ("config",))
     world = validate_section("world", parse_job(args.job)) if args.job else load_config(args.config)["world"]
@@ -35,7 +35,7 @@ def _world(args) -> None:
 
         summary = build_world(world, args.output)
     else:
-        from mars.data import export_hf_sft
+        from mars.training.data import export_hf_sft
 
         summary = export_hf_sft(world, args.output)
     print(json.dumps(summary, indent=2))
@@ -51,9 +51,9 @@ def _tags(pairs: list[str]) -> dict:
 def _train(args) -> None:
     from dataclasses import fields
 
-    from mars.config import DEFAULT_RESULTS_DIR, TrainSpec, check_spec, load_config
-    from mars.experiments import parse_job, train_job
-    from mars.train import train
+    from mars.pipeline.config import DEFAULT_RESULTS_DIR, TrainSpec, check_spec, load_config
+    from mars.pipeline.experiments import parse_job, train_job
+    from mars.training.train import train
 
     _one_source(args, ("config", "model"))
     job = (
@@ -85,7 +85,7 @@ def _train(args) -> None:
 
 
 def _generate(args) -> None:
-    from mars.generation import (
+    from mars.decoding.generation import (
         check_decoding_args,
         decoding_window,
         generate_text,
@@ -96,7 +96,7 @@ def _generate(args) -> None:
 
     prompts = list(args.prompt)
     if args.prompts_file:
-        from mars.data import load_records
+        from mars.training.data import load_records
 
         path = Path(args.prompts_file)
         prompts += [r["prompt"] for r in load_records(path.parent, path.stem)]
@@ -165,9 +165,9 @@ BENCH_SETTINGS = (
 
 
 def _bench(args) -> None:
-    from mars.bench import run_bench
-    from mars.config import DEFAULT_RESULTS_DIR, schema_defaults, validate_flags
-    from mars.experiments import parse_job
+    from mars.bench.wallclock import run_bench
+    from mars.pipeline.config import DEFAULT_RESULTS_DIR, schema_defaults, validate_flags
+    from mars.pipeline.experiments import parse_job
 
     settings = {k: v for k, v in schema_defaults("bench").items() if k in BENCH_SETTINGS}
     settings["dtype"] = schema_defaults("eval")["dtype"]  # (evaluations and the benchmark load models alike)
@@ -210,10 +210,10 @@ SPECULATE_SETTINGS = (
 
 
 def _speculate(args) -> None:
-    from mars.config import DEFAULT_RESULTS_DIR, schema_defaults, validate_flags
-    from mars.experiments import parse_job
-    from mars.generation import default_window
-    from mars.spec_bench import ROLES, run_speculate
+    from mars.bench.speculative import ROLES, run_speculate
+    from mars.decoding.generation import default_window
+    from mars.pipeline.config import DEFAULT_RESULTS_DIR, schema_defaults, validate_flags
+    from mars.pipeline.experiments import parse_job
 
     # the section's defaults (its model names are not among them: the checkpoints are flags), and the evaluations'
     # acceptance metric and dtype
@@ -242,7 +242,7 @@ def _speculate(args) -> None:
 
 def _log_report(experiment: str, results_dir: str, name: str, paths: list) -> None:
     """Tables and figures are MLflow artifacts of one run per report item, in the config's experiment."""
-    from mars.tracking import mlflow_run
+    from mars.pipeline.tracking import mlflow_run
 
     with mlflow_run(
         experiment, f"report-{name}", results_dir=results_dir, tags={"kind": "report", "rule": "report", "item": name}
@@ -262,8 +262,8 @@ FIGURES = {
 
 
 def _report(args) -> None:
-    from mars.config import DEFAULT_RESULTS_DIR, load_config
-    from mars.experiments import STUDY_TABLE, parse_job, study_job, table_job
+    from mars.pipeline.config import DEFAULT_RESULTS_DIR, load_config
+    from mars.pipeline.experiments import STUDY_TABLE, parse_job, study_job, table_job
 
     _one_source(args, ("config", "name"))
     results_dir = args.results_dir or DEFAULT_RESULTS_DIR
@@ -313,7 +313,7 @@ def _report(args) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from mars.config import schema_defaults
+    from mars.pipeline.config import schema_defaults
 
     parser = argparse.ArgumentParser(prog="mars", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -418,13 +418,13 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--results-dir", help="folder of the MLflow store")
     report.set_defaults(run=_report)
 
-    from mars.evaluate import add_eval_arguments, run_eval_command
+    from mars.evaluation.evaluate import add_eval_arguments, run_eval_command
 
     evaluate = commands.add_parser("eval", help="benchmark a checkpoint with lm-eval through MARS decoding")
     add_eval_arguments(evaluate)
     evaluate.set_defaults(run=run_eval_command)
 
-    from mars import mirror, offline  # offline stand-ins (mars mirror) and the offline cache (mars prefetch)
+    from mars.pipeline import mirror, offline  # offline stand-ins (mars mirror) and the offline cache (mars prefetch)
 
     mirror.add_parser(commands)
     offline.add_parser(commands)

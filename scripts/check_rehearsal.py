@@ -39,7 +39,7 @@ def reference_columns(name: str) -> list[str]:
     """The published tiny run's columns; Table 6 (not in it yet): mars speculate's and the paper's speed-up."""
     if (REFERENCE / f"{name}.csv").is_file():
         return list(pd.read_csv(REFERENCE / f"{name}.csv").columns)
-    from mars.spec_bench import FIELDS
+    from mars.bench.speculative import FIELDS
 
     return [*FIELDS, "paper_speedup"]
 

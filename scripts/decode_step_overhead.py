@@ -1,4 +1,4 @@
-"""The decoder's own work in one ragged decode step (``mars.decoding.window_forward``: ids, position ids, the 4D
+"""The decoder's own work in one ragged decode step (``mars.decoding.engine.window_forward``: ids, position ids, the 4D
 additive mask, the choice of logit columns), without the model: a stand-in returns zero logits at once.
 
 Rows of a batch feed 1..3 real tokens (plus 0..3 drafts with ``--drafts``, as mars_lossless does) and 3 masks
@@ -16,7 +16,7 @@ import types
 
 import torch
 
-import mars.decoding as decoding
+import mars.decoding.engine as decoding
 
 VOCAB, CACHE, MASKS = 1024, 200, 3
 

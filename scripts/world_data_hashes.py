@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from mars.data import write_jsonl
+from mars.training.data import write_jsonl
 from mars.world.tasks import make_pretrain, make_splits
 
 

@@ -23,7 +23,7 @@ def arithmetic_records(n: int, seed: int = 0) -> list[dict]:
 @pytest.fixture(scope="session")
 def small_init(tmp_path_factory) -> Path:
     """data/train.jsonl + init/ (tokenizer with a mask token, random tiny Qwen2) for training tests."""
-    from mars.data import write_jsonl
+    from mars.training.data import write_jsonl
     from mars.world.build import tiny_model
     from mars.world.tokenizer import train_tokenizer
 
@@ -83,8 +83,8 @@ def trained_tiny(tmp_path_factory) -> dict:
     Returns {"world": folder (data/, init/), "ar": AR-SFT checkpoint, "mars": MARS B=4 checkpoint from it}.
     The models are weak but not random: they produce the chat format, EOS, and confident spans.
     """
-    from mars.config import TrainSpec
-    from mars.train import train
+    from mars.pipeline.config import TrainSpec
+    from mars.training.train import train
     from mars.world.build import build_world
 
     root = tmp_path_factory.mktemp("trained_tiny")

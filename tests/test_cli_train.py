@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from mars.cli import main
-from mars.config import load_config, train_spec
-from mars.data import write_jsonl
+from mars.pipeline.config import load_config, train_spec
+from mars.training.data import write_jsonl
 
 GOOD = {
     "name": "clitest",

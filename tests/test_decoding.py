@@ -1,4 +1,4 @@
-"""Tests of mars/decoding.py against independent expectations.
+"""Tests of mars/decoding/engine.py against independent expectations.
 
 - Hugging Face ``model.generate`` (greedy, left-padded batch) for every one-token-mode decoder;
 - naive single-sequence, uncached reference decoders written here (MARS sliding window, block diffusion);
@@ -17,8 +17,8 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from mars import decoding
-from mars.decoding import Generation, generate
+from mars.decoding import engine as decoding
+from mars.decoding.engine import Generation, generate
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -346,7 +346,7 @@ def test_caches_match_uncached_and_naive_reference(impl, metric):
 
 def test_unpadded_batches_take_the_dense_path_and_stay_exact(monkeypatch):
     """Batch 1 and equal-length batches skip the explicit mask (transformers builds its causal one); same tokens."""
-    import mars.decoding as D
+    import mars.decoding.engine as D
 
     model = trained_model("sdpa")
     calls = {"dense": 0, "masked": 0}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mars.decoding import generate
+from mars.decoding.engine import generate
 from tests.test_decoding import EOS, MASK, NOISE, PAD, TRAINED_PROMPTS, random_setup, trained_model
 
 pytestmark = pytest.mark.usefixtures("single_thread")

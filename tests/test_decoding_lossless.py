@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mars.decoding import generate
+from mars.decoding.engine import generate
 from tests.test_decoding import (
     EOS,
     MASK,
@@ -100,8 +100,8 @@ def test_lossless_on_the_tiny_worlds_gsm8k_prompts(trained_tiny):
     """The trained tiny MARS checkpoint of the fixtures on its world's GSM8K-like prompts: greedy AR's tokens with
     fewer forwards than tokens. (The fixture's checkpoint is trained briefly: its mask predictions are rarely
     confident on these prompts, hence the low tau; lossy MARS takes ~2.4 tokens per forward there.)"""
-    from mars.data import load_records
-    from mars.generation import encode_prompts, load_model
+    from mars.decoding.generation import encode_prompts, load_model
+    from mars.training.data import load_records
 
     model, tokenizer = load_model(trained_tiny["mars"])
     records = [r for r in load_records(trained_tiny["world"] / "data", "test") if r["family"] == "gsm8k"][:8]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mars.eval_tasks import PAPER_TASKS, resolve_tasks, write_task_dir
+from mars.evaluation.tasks import PAPER_TASKS, resolve_tasks, write_task_dir
 
 # ---------------------------------------------------------------------------------------------------------------
 # helpers: a hand-written data folder and a table-driven LM
@@ -230,7 +230,7 @@ def test_bbh_exact_match_and_group_weighting(metric_run):
 
 
 def test_bbh_shots_from_train_of_the_same_subtask(metric_run):
-    from mars.eval_tasks import FEWSHOT
+    from mars.evaluation.tasks import FEWSHOT
 
     assert FEWSHOT["bbh"] == 1  # tiny BBH is 1-shot (the paper's bbh_cot_fewshot is 3-shot, checked below)
     contexts = [c for c in metric_run["lm"].contexts if "Evaluate the Boolean expression: True and True" in c]
@@ -265,7 +265,7 @@ def test_humaneval_pass_at_1(metric_run):
 
 def test_hooks_on_a_single_doc():
     """process_results called directly, as the harness calls it: (doc, [completion])."""
-    from mars.eval_tasks import hooks
+    from mars.evaluation.tasks import hooks
     from mars.world.tasks.ifeval import agg_inst_level_acc
 
     doc = _rec("gsm8k", 0, "p", {"answer": "42"})
@@ -336,7 +336,7 @@ def test_hostile_code_is_scored_as_failure(tmp_path, monkeypatch):
         connected = False
     server.close()
     assert not connected
-    from mars import sandbox
+    from mars.evaluation import sandbox
 
     if hasattr(sandbox, "sandbox_processes"):
         assert sandbox.sandbox_processes() == []  # nothing left running (fork bomb included)
@@ -588,8 +588,8 @@ def test_bad_input_subprocess_exit_status(tmp_path):
 
 
 def test_output_naming():
-    from mars.config import ConfigError
-    from mars.evaluate import output_paths
+    from mars.evaluation.evaluate import output_paths
+    from mars.pipeline.config import ConfigError
 
     one = output_paths("r/x.json", ["tiny_gsm8k"])
     assert one == {"tiny_gsm8k": Path("r/x.json").resolve()}
@@ -608,8 +608,8 @@ def test_output_naming():
 def test_paper_profile_names_known_to_the_harness():
     from lm_eval.tasks import TaskManager
 
-    from mars.eval_tasks import PAPER_FEWSHOT, paper_task_spec
-    from mars.eval_tasks.hooks import sandboxed_pass_at_1
+    from mars.evaluation.tasks import PAPER_FEWSHOT, paper_task_spec
+    from mars.evaluation.tasks.hooks import sandboxed_pass_at_1
 
     assert set(PAPER_TASKS) == {"ifeval", "bbh", "mmlu_pro", "gpqa", "gsm8k", "humaneval"}
     tm = TaskManager()
@@ -637,8 +637,8 @@ def test_the_paper_task_folders_hold_the_harness_own_definitions_of_every_paper_
     the same YAML file (and kind) as in the harness's full index, and each group to the same subtasks."""
     from lm_eval.tasks import TaskManager
 
-    from mars.eval_tasks import paper_task_manager
-    from mars.eval_tasks.mirror import harness_leaves
+    from mars.evaluation.tasks import paper_task_manager
+    from mars.evaluation.tasks.mirror import harness_leaves
 
     full, narrow = TaskManager(), paper_task_manager()
     for name in PAPER_TASKS.values():
@@ -654,7 +654,7 @@ def test_failure_leaves_no_partial_file(trained_tiny, tmp_path, monkeypatch):
     """A failure while the result is being written leaves no file (nor temporary file) and a FAILED MLflow run."""
     import mlflow
 
-    import mars.evaluate as ev
+    import mars.evaluation.evaluate as ev
     import mars.fileio
 
     def broken_fsync(fd):  # the record is half on disk when the disk fills up
@@ -689,8 +689,8 @@ def test_a_model_is_decoded_with_the_block_size_it_was_trained_with(trained_tiny
     the result records both."""
     import shutil
 
-    import mars.decoding
-    import mars.evaluate as ev
+    import mars.decoding.engine
+    import mars.evaluation.evaluate as ev
 
     model = tmp_path / "mars_b16"
     shutil.copytree(trained_tiny["mars"], model)
@@ -703,13 +703,13 @@ def test_a_model_is_decoded_with_the_block_size_it_was_trained_with(trained_tiny
     config["mars"]["block_size"] = 16
     (model / "config.json").write_text(json.dumps(config))
     widths = []
-    real_window_forward = mars.decoding.window_forward
+    real_window_forward = mars.decoding.engine.window_forward
 
     def counting(model_, kv, rows, tail, *args, **kwargs):
         widths.append(int(tail.shape[1]))
         return real_window_forward(model_, kv, rows, tail, *args, **kwargs)
 
-    monkeypatch.setattr(mars.decoding, "window_forward", counting)
+    monkeypatch.setattr(mars.decoding.engine, "window_forward", counting)
     for checkpoint, trained in ((model, 16), (trained_tiny["mars"], 4)):
         widths.clear()
         [(_, record)] = ev.evaluate(

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mars import experiments as X
-from mars.config import ConfigError, check_model_references, validate
+from mars.pipeline import experiments as X
+from mars.pipeline.config import ConfigError, check_model_references, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -138,7 +138,7 @@ def test_eval_job_decodes_with_the_trained_block_size():
 
 def test_defaults_live_in_the_schema():
     """A config that leaves a section out gets the schema's defaults; TrainSpec and the flags read the same."""
-    from mars.config import TrainSpec, schema_defaults
+    from mars.pipeline.config import TrainSpec, schema_defaults
 
     cfg = config("configs/smoke.yaml", edit=lambda c: [c.pop("bench"), c["world"].pop("vocab_size")])
     assert cfg["bench"] == schema_defaults("bench")
@@ -322,7 +322,7 @@ def test_study_points_are_the_default_chain_at_other_sizes_and_data():
 
 
 def test_smollm2_config_starts_from_the_imported_model_and_drops_the_rows_it_does_not_train():
-    from mars.config import load_config
+    from mars.pipeline.config import load_config
 
     config = load_config(ROOT / "configs" / "smollm2-135m.yaml")
     assert config["world"]["start"] == "smollm2-135m-instruct"

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from mars import experiments as X
-from mars.config import ConfigError
+from mars.pipeline import experiments as X
+from mars.pipeline.config import ConfigError
 from tests.test_experiments import config
 
 

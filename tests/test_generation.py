@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from mars.cli import main
-from mars.data import load_records
-from mars.generation import encode_prompts, generate_text, load_model, render_chunks
+from mars.decoding.generation import encode_prompts, generate_text, load_model, render_chunks
+from mars.training.data import load_records
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +223,7 @@ def hf_greedy(model, tokenizer, prompts, max_new_tokens):
 
 
 def test_trained_model_one_token_mode_equals_hf_generate_for_every_cache(ragged):
-    from mars.decoding import generate
+    from mars.decoding.engine import generate
 
     model, tokenizer, prompts = ragged
     reference = hf_greedy(model, tokenizer, prompts, 48)
@@ -251,7 +251,7 @@ def test_trained_model_one_token_mode_equals_hf_generate_for_every_cache(ragged)
 
 @pytest.mark.parametrize("tau", [0.95, 0.7, 0.5])
 def test_trained_model_caches_give_the_uncached_tokens(ragged, tau):
-    from mars.decoding import generate
+    from mars.decoding.engine import generate
 
     model, tokenizer, prompts = ragged
     kwargs = dict(
@@ -290,7 +290,7 @@ def test_a_corrupt_checkpoint_is_one_error_line(trained_tiny, tmp_path, capsys, 
 def test_forward_costs_time_every_forward_against_the_same_context(trained_tiny):
     """Each timed forward is cropped from the cache again: every one of them sees the context it was asked for
     (prompt + ``context`` tokens), not the timed forwards before it, and the widths are fed as asked."""
-    from mars.bench import forward_costs
+    from mars.bench.wallclock import forward_costs
 
     model, tokenizer = load_model(str(trained_tiny["mars"]))
     seen = []
@@ -320,7 +320,7 @@ def test_a_mars_checkpoint_says_how_to_decode_it_in_its_own_config(trained_tiny,
 
     from transformers import AutoConfig
 
-    from mars.generation import trained_block_size
+    from mars.decoding.generation import trained_block_size
 
     copy = tmp_path / "mars"
     shutil.copytree(trained_tiny["mars"], copy)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from mars import gpu_check
+from mars.bench import gpu_check
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""The paper profile on a local mirror of the harness's data (mars.eval_tasks.mirror), offline: the harness's own
+"""The paper profile on a local mirror of the harness's data (mars.evaluation.tasks.mirror), offline: the harness's own
 six task definitions load and prompt the local records, HumanEval's canonical solutions score 1.0 through the
 harness task and the sandbox, and `mars eval --profile paper` runs end to end; plus the paper-scale pieces around
 it (hub-id checkpoints, dtype / device, the benchmark's GSM8K prompts, IFEval's dependencies)."""
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from mars.config import ConfigError
-from mars.eval_tasks import PAPER_FEWSHOT, PAPER_TASKS
-from mars.eval_tasks import mirror as M
+from mars.evaluation.tasks import PAPER_FEWSHOT, PAPER_TASKS
+from mars.evaluation.tasks import mirror as M
+from mars.pipeline.config import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -81,7 +81,7 @@ def harness_cfg(default_tm, name: str, resolve: bool = True) -> dict:
 def test_every_paper_task_loads_from_the_mirror_with_the_harness_prompt(harness, mirror):
     from lm_eval.utils import apply_template
 
-    from mars.eval_tasks import paper_task_spec
+    from mars.evaluation.tasks import paper_task_spec
 
     default, redirected, overrides = harness
     # every subtask of the two groups is redirected, and nothing but the data source differs from the harness's
@@ -199,7 +199,7 @@ class CanonicalSolutions:
 def test_humaneval_canonical_solutions_score_one_through_the_harness_task_and_the_sandbox(harness):
     from lm_eval import simple_evaluate
 
-    from mars.eval_tasks import paper_task_spec
+    from mars.evaluation.tasks import paper_task_spec
 
     _, redirected, overrides = harness
     spec = paper_task_spec("humaneval", redirected, overrides)
@@ -216,7 +216,7 @@ def test_humaneval_canonical_solutions_score_one_through_the_harness_task_and_th
     assert len(samples) == 164
     assert results["results"]["humaneval_instruct"]["pass@1,create_test"] == 1.0
     # and the scorer is not vacuous: a wrong body fails the same problems' tests in the sandbox
-    from mars.eval_tasks.hooks import sandboxed_pass_at_1
+    from mars.evaluation.tasks.hooks import sandboxed_pass_at_1
 
     doc = samples[0]["doc"]
     wrong = doc["prompt"] + "    return None\n"
@@ -264,7 +264,7 @@ def test_mars_eval_paper_profile_runs_all_six_tasks_on_the_mirror_offline(traine
 
 
 def test_ifeval_on_a_mirror_without_punkt_tab_is_one_clear_error(trained_tiny, mirror, tmp_path):
-    from mars.evaluate import evaluate
+    from mars.evaluation.evaluate import evaluate
 
     bare = tmp_path / "bare"
     shutil.copytree(mirror, bare, ignore=shutil.ignore_patterns(M.NLTK_SUBDIR))
@@ -380,7 +380,7 @@ def test_base_row_hub_id_and_snapshot_folder_are_evaluated(trained_tiny, tmp_pat
 
 
 def test_mask_token_of_the_world_serves_a_hub_model_without_one(trained_tiny):
-    from mars.lm_eval_model import MARSLM
+    from mars.evaluation.lm_eval_model import MARSLM
 
     lm = MARSLM(pretrained=str(trained_tiny["ar"]), method="ar", device="cpu", batch_size=1)
     mask_id = lm.tokenizer.mask_token_id
@@ -395,7 +395,7 @@ def test_mask_token_of_the_world_serves_a_hub_model_without_one(trained_tiny):
 
 
 def test_dtype_choice_and_a_bf16_model_on_the_cpu_still_generates(trained_tiny):
-    from mars.generation import generate_text, load_model, resolve_device, resolve_dtype
+    from mars.decoding.generation import generate_text, load_model, resolve_device, resolve_dtype
 
     assert resolve_dtype("auto", "cpu") == torch.float32
     assert resolve_dtype("auto", "cuda") == torch.bfloat16
@@ -415,7 +415,7 @@ def test_dtype_choice_and_a_bf16_model_on_the_cpu_still_generates(trained_tiny):
 def test_lm_eval_model_takes_the_dtype_and_defaults_to_auto(trained_tiny):
     from lm_eval.api.instance import Instance
 
-    from mars.lm_eval_model import MARSLM
+    from mars.evaluation.lm_eval_model import MARSLM
 
     lm = MARSLM(pretrained=str(trained_tiny["mars"]), tau=0.9, device="cpu", dtype="bfloat16", batch_size=1)
     assert lm.model.dtype == torch.bfloat16 and lm.model_args()["dtype"] == "torch.bfloat16"
@@ -426,7 +426,7 @@ def test_lm_eval_model_takes_the_dtype_and_defaults_to_auto(trained_tiny):
 
 
 def test_paper_bench_prompts_are_the_harness_gsm8k_questions(mirror, trained_tiny, tmp_path):
-    from mars.bench import run_bench
+    from mars.bench.wallclock import run_bench
 
     questions = [r["question"] for r in read_jsonl(mirror / "openai/gsm8k/main/test.jsonl")]
     assert M.gsm8k_bench_prompts(mirror, 3) == [f"Q: {q}\nA: Let's think step by step." for q in questions[:3]]

@@ -1,5 +1,5 @@
 """The ``mars`` lm-eval model: identical to lm-eval's ``hf`` at tau = 1.0, HFLM's stop-string handling, greedy only,
-and decoding statistics that match ``mars.decoding.generate``."""
+and decoding statistics that match ``mars.decoding.engine.generate``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ BATCH = 4
 def task_manager(trained_tiny, tmp_path_factory):
     from lm_eval.tasks import TaskManager
 
-    from mars.eval_tasks import write_task_dir
+    from mars.evaluation.tasks import write_task_dir
 
     folder = tmp_path_factory.mktemp("eval_tasks")
     write_task_dir(trained_tiny["world"] / "data", folder)
@@ -65,7 +65,7 @@ def test_tau_1_matches_lm_eval_hf(checkpoint, trained_tiny, task_manager):
     tiny_bbh with its 1-shot multi-turn prompts and tiny_humaneval included."""
     from lm_eval.models.huggingface import HFLM
 
-    from mars.lm_eval_model import MARSLM
+    from mars.evaluation.lm_eval_model import MARSLM
 
     folder = str(trained_tiny[checkpoint])
     mars = MARSLM(pretrained=folder, tau=1.0, batch_size=BATCH, device="cpu")
@@ -84,7 +84,7 @@ def test_tau_1_matches_lm_eval_hf(checkpoint, trained_tiny, task_manager):
 
 @pytest.fixture(scope="module")
 def mars_lm(trained_tiny):
-    from mars.lm_eval_model import MARSLM
+    from mars.evaluation.lm_eval_model import MARSLM
 
     return MARSLM(pretrained=str(trained_tiny["mars"]), tau=1.0, batch_size=BATCH, device="cpu")
 
@@ -180,7 +180,7 @@ def test_greedy_only(mars_lm, trained_tiny, gen_kwargs):
 def test_registered_and_model_args(trained_tiny):
     from lm_eval.api.registry import get_model
 
-    from mars.lm_eval_model import MARSLM
+    from mars.evaluation.lm_eval_model import MARSLM
 
     cls = get_model("mars")
     assert cls is MARSLM
@@ -205,7 +205,7 @@ def test_registered_and_model_args(trained_tiny):
 
 
 def test_missing_mask_token(trained_tiny, tmp_path):
-    from mars.lm_eval_model import MARSLM
+    from mars.evaluation.lm_eval_model import MARSLM
 
     folder = tmp_path / "no_mask"
     shutil.copytree(trained_tiny["mars"], folder)
@@ -221,12 +221,12 @@ def test_missing_mask_token(trained_tiny, tmp_path):
 
 def test_tokens_per_forward_matches_the_decoder(trained_tiny, tmp_path):
     """tokens per forward per task (as ``mars eval`` reports it) == generated tokens / forwards of
-    mars.decoding.generate run directly on the same prompts; > 1 for some task at tau < 1."""
+    mars.decoding.engine.generate run directly on the same prompts; > 1 for some task at tau < 1."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from mars.decoding import generate
-    from mars.evaluate import evaluate
+    from mars.decoding.engine import generate
+    from mars.evaluation.evaluate import evaluate
 
     tau, limit, tasks = 0.5, 4, ["tiny_gsm8k", "tiny_mmlu_pro", "tiny_gpqa"]
     written = evaluate(

@@ -9,18 +9,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-import mars.bench as bench
-from mars import experiments as X
-from mars.config import validate
-from mars.data import load_records
-from mars.generation import encode_prompts, load_model
+import mars.bench.wallclock as bench
+from mars.decoding.generation import encode_prompts, load_model
+from mars.pipeline import experiments as X
+from mars.pipeline.config import validate
+from mars.training.data import load_records
 from tests.test_generation import hf_greedy
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_lossless_sweep_job_scores_exactly_what_greedy_decoding_scores(trained_tiny, tmp_path):
-    from mars.evaluate import evaluate
+    from mars.evaluation.evaluate import evaluate
 
     cfg = validate(yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text()))
     [setting] = [s for s in X.table_settings(cfg, "table8") if s.method == "mars_lossless"]

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from mars.masks import VARIANTS, additive, dual_stream_mask
+from mars.training.masks import VARIANTS, additive, dual_stream_mask
 
 
 def brute_force(real: list[bool], block: int, variant: str, noisy_start: int = 0) -> list[list[bool]]:

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from mars.mirror import DEFAULT_SYSTEM_PROMPT, SHAPES, build_mirror, sft_records
+from mars.pipeline.mirror import DEFAULT_SYSTEM_PROMPT, SHAPES, build_mirror, sft_records
 
 RECORDS = 60
 
@@ -116,7 +116,7 @@ def test_export_hf_sft_reads_the_mirror(mirror, tmp_path, offline_hub):
     """The world rule's path: `mars world` of an hf world whose data set is the mirror folder."""
     from datasets import load_dataset
 
-    from mars.data import export_hf_sft, read_jsonl
+    from mars.training.data import export_hf_sft, read_jsonl
 
     folder = str(mirror[0] / "datasets" / "Dolci-Instruct-SFT")
     world = {"kind": "hf", "base_model": str(model_dir(mirror, "0.5b")), "dataset": folder, "split": "train"}
@@ -133,7 +133,7 @@ def test_export_hf_sft_reads_the_mirror(mirror, tmp_path, offline_hub):
 def test_export_hf_sft_holds_out_every_nth_conversation(mirror, tmp_path, offline_hub):
     """world.heldout_every: every n-th usable conversation goes to heldout.jsonl (the held-out next-token loss of
     every training run) and not to train.jsonl; the rest keep their order."""
-    from mars.data import export_hf_sft, read_jsonl
+    from mars.training.data import export_hf_sft, read_jsonl
 
     folder = str(mirror[0] / "datasets" / "Dolci-Instruct-SFT")
     world = {"kind": "hf", "base_model": str(model_dir(mirror, "0.5b")), "dataset": folder, "split": "train"}
@@ -170,8 +170,8 @@ def test_cli_mirror_writes_one_shape_and_refuses_an_existing_folder(tmp_path, ca
 def test_export_hf_sft_reads_a_regenerated_local_folder_afresh(tmp_path, offline_hub):
     """A local data set folder rewritten with other records (a rebuilt mirror) is exported as it is now, never from
     a `datasets` cache prepared from an earlier version of the folder."""
-    from mars.data import export_hf_sft, read_jsonl
-    from mars.mirror import write_dataset
+    from mars.pipeline.mirror import write_dataset
+    from mars.training.data import export_hf_sft, read_jsonl
 
     folder = tmp_path / "datasets" / "Dolci-Instruct-SFT"
     world = {"kind": "hf", "dataset": str(folder), "split": "train"}
@@ -186,9 +186,9 @@ def test_export_hf_sft_reads_a_regenerated_local_folder_afresh(tmp_path, offline
 def test_export_hf_sft_without_a_usable_conversation_is_one_error_and_no_file(tmp_path, offline_hub):
     """The export streams records to the file; a data set with no usable conversation (no assistant answer last)
     is one error, and no train.jsonl (complete or partial) is left."""
-    from mars.config import ConfigError
-    from mars.data import export_hf_sft
-    from mars.mirror import write_dataset
+    from mars.pipeline.config import ConfigError
+    from mars.pipeline.mirror import write_dataset
+    from mars.training.data import export_hf_sft
 
     folder = tmp_path / "datasets" / "unanswered"
     records = [r for r in sft_records(20, seed=1)]

@@ -14,8 +14,8 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from mars.config import ConfigError, TrainSpec, resolve_grad_accum
 from mars.launch import train_launcher
+from mars.pipeline.config import ConfigError, TrainSpec, resolve_grad_accum
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,7 +60,7 @@ def test_an_effective_batch_that_does_not_divide_is_one_error_line(small_init, t
 
 def _data_with_heldout(small_init, tmp_path) -> Path:
     """The training records and 8 held-out ones (two eval batches of 4: one per process with 2 processes)."""
-    from mars.data import load_records, write_jsonl
+    from mars.training.data import load_records, write_jsonl
     from tests.conftest import arithmetic_records
 
     data = tmp_path / "data"

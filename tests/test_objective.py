@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from mars.objective import IGNORE, build_dual_stream, dual_stream_logits, dual_stream_loss
+from mars.training.objective import IGNORE, build_dual_stream, dual_stream_logits, dual_stream_loss
 
 MASK = 3
 VOCAB = 40

@@ -1,5 +1,5 @@
-"""The offline cache (mars.offline): what a config needs fetched, and a prefetch that has nothing to fetch stays off
-the network. No test here reaches the hub."""
+"""The offline cache (mars.pipeline.offline): what a config needs fetched, and a prefetch that has nothing to fetch
+stays off the network. No test here reaches the hub."""
 
 import json
 import re
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mars.config import ConfigError, validate
-from mars.offline import fetch_plan, offline_env, prefetch, prefetch_job
+from mars.pipeline.config import ConfigError, validate
+from mars.pipeline.offline import fetch_plan, offline_env, prefetch, prefetch_job
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,7 @@ def paper_config() -> dict:
 
 def harness_yaml_datasets() -> set:
     """(dataset_path, dataset_name) read straight from the installed harness's task YAMLs (not via lm-eval's
-    task index, which mars.offline uses)."""
+    task index, which mars.pipeline.offline uses)."""
     import lm_eval
 
     tasks = Path(lm_eval.__file__).parent / "tasks"
@@ -107,7 +107,7 @@ def make_cached_dataset(datasets_cache: Path, repo_id: str, name: str, splits: d
 def test_prefetch_of_a_mirror_config_with_a_filled_cache_fetches_nothing_offline(tmp_path, monkeypatch, no_network):
     """A local model and data set, and the harness data already in the cache: prefetch has nothing to fetch, opens
     no connection, and the harness's own load_dataset call then finds the data offline."""
-    from mars.mirror import build_mirror
+    from mars.pipeline.mirror import build_mirror
 
     mirror = tmp_path / "mirror"
     build_mirror(mirror, ["0.5b"], records=20)

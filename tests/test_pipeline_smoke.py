@@ -219,11 +219,11 @@ def edited(tmp_path: Path, edit) -> Path:
 
 def expected_jobs(config_path: Path, trained: set, evaluated: set, *, tables=None, bench=False, world=False) -> dict:
     """What a change must rerun: the `trained` models, the evaluations of the `evaluated` models (from the one
-    declaration, mars.experiments), the tables and figures that read them, the bench if it reads one."""
+    declaration, mars.pipeline.experiments), the tables and figures that read them, the bench if it reads one."""
     import yaml
 
-    from mars import experiments as X
-    from mars.config import validate
+    from mars.pipeline import experiments as X
+    from mars.pipeline.config import validate
 
     config = validate(yaml.safe_load(config_path.read_text()))
     settings = [s for s in X.all_settings(config) if s.model in evaluated]
@@ -287,7 +287,7 @@ def test_the_generation_budget_reruns_evaluations_and_tables_only(smoke_run, tmp
     path = edited(tmp_path, lambda c: c["eval"].update(max_gen_toks=16))
     import yaml
 
-    from mars.config import validate
+    from mars.pipeline.config import validate
 
     # every model, the extra-seed runs included (their evaluations decode with the same budget)
     everything = {*validate(yaml.safe_load(CONFIG.read_text()))["models"], "base"}

@@ -92,8 +92,8 @@ def test_a_signal_saves_a_checkpoint_and_the_rerun_resumes_to_the_same_weights(s
 def test_a_bf16_run_saves_a_bf16_checkpoint(small_init, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from mars.config import load_config, train_spec
-    from mars.train import train
+    from mars.pipeline.config import load_config, train_spec
+    from mars.training.train import train
 
     spec = train_spec(load_config(_config(tmp_path, bf16=True, max_steps=2)), "m")
     out = tmp_path / "bf16"
@@ -108,7 +108,7 @@ def test_the_handler_flags_each_signal_and_a_second_ctrl_c_stops_at_once():
     Trainer saves and stops; a second SIGINT raises at once."""
     from types import SimpleNamespace
 
-    from mars.train import PreemptionCallback
+    from mars.training.train import PreemptionCallback
 
     callback = PreemptionCallback()
     callback.install()

@@ -8,9 +8,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from mars.data import load_records
-from mars.objective import IGNORE, build_dual_stream, dual_stream_loss, inverse_t_weights, pad_to_block_eos
-from mars.train import build_dataset, load_init, make_trainer, tokenize_conversation
+from mars.training.data import load_records
+from mars.training.objective import IGNORE, build_dual_stream, dual_stream_loss, inverse_t_weights, pad_to_block_eos
+from mars.training.train import build_dataset, load_init, make_trainer, tokenize_conversation
 from tests.test_train import spec
 from tests.test_train_data import labelled_spans
 
@@ -192,7 +192,7 @@ def test_recipe_settings_keep_accumulation_equal_to_one_big_batch(small_init, tm
 
 @pytest.mark.parametrize("block_size,max_length", [(1, 256), (4096, 256), (256, 256)])
 def test_a_block_size_without_a_mask_or_without_room_is_one_config_error(block_size, max_length):
-    from mars.config import ConfigError, check_spec
+    from mars.pipeline.config import ConfigError, check_spec
 
     with pytest.raises(ConfigError, match=r"config key 'spec.block_size': .* needs 2 <= block_size < max_length"):
         check_spec(spec(block_size=block_size, max_length=max_length))

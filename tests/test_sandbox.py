@@ -1,4 +1,4 @@
-"""Behavioural tests for mars.sandbox (each asserts something observable)."""
+"""Behavioural tests for mars.evaluation.sandbox (each asserts something observable)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from mars.sandbox import SandboxResult, run_python, run_tests, sandbox_processes, supervisor, uids
+from mars.evaluation.sandbox import SandboxResult, run_python, run_tests, sandbox_processes, supervisor, uids
 
 IS_ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not IS_ROOT, reason="kernel layers need a root supervisor")
@@ -541,7 +541,7 @@ def test_run_tests_refuses_an_exit_before_the_tests():
 
 
 def test_paper_humaneval_metric_is_the_mean_of_run_tests():
-    from mars.eval_tasks.hooks import sandboxed_pass_at_1
+    from mars.evaluation.tasks.hooks import sandboxed_pass_at_1
 
     refs = ["assert f() == 1", "assert f() == 1", "assert f() == 1", "assert f() == 1"]
     preds = [["def f():\n    return 1\n"], ["def f():\n    return 2\n"], ["import sys\nsys.exit(0)\n"], []]

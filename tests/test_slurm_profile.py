@@ -381,5 +381,5 @@ def test_pipeline_under_the_profile_prefetches_on_the_login_node(tmp_path, fake_
     assert local_rules.stdout.split() == ["prefetch"]
     world = out[out.index("rule world:") :]
     world_resources = dict(item.split("=", 1) for item in re.search(r"resources: (.*)", world).group(1).split(", "))
-    # the hf world streams the SFT set to train.jsonl (mars.data.export_hf_sft): the profile's default memory
+    # the hf world streams the SFT set to train.jsonl (mars.training.data.export_hf_sft): the profile's default memory
     assert world_resources["mem_mb"] == "4000" and "gpu" not in world_resources

@@ -1,5 +1,6 @@
-"""Table 6 end to end on tiny random models: ``mars speculate`` (mars/spec_bench.py), the fresh smaller draft of a
-model entry's ``architecture`` (mars.train.fresh_model), the scoring of the completions, and the table's layout.
+"""Table 6 end to end on tiny random models: ``mars speculate`` (mars/bench/speculative.py), the fresh smaller draft of
+a model entry's ``architecture`` (mars.training.train.fresh_model), the scoring of the completions, and the table's
+layout.
 
 Independent expectations: Hugging Face greedy ``generate`` of the target (the AR-target and lossless rows must
 reproduce it); counters added up from the rows' own token lists; the tiny gsm8k family's scorer and the harness's
@@ -16,7 +17,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from mars.cli import main as cli_main
-from mars.data import write_jsonl
+from mars.training.data import write_jsonl
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -30,7 +31,7 @@ DRAFT_SHAPE = {
 
 
 def test_architecture_makes_a_fresh_model_of_that_shape(small_init, tmp_path):
-    from mars.train import fresh_model
+    from mars.training.train import fresh_model
 
     init = small_init / "init"
     model = fresh_model(str(init), DRAFT_SHAPE, seed=3)
@@ -50,8 +51,8 @@ def test_architecture_makes_a_fresh_model_of_that_shape(small_init, tmp_path):
 
 
 def test_train_with_architecture_trains_the_fresh_model(small_init, tmp_path):
-    from mars.config import TrainSpec
-    from mars.train import train
+    from mars.pipeline.config import TrainSpec
+    from mars.training.train import train
 
     spec = TrainSpec(method="ar", init="world", architecture=DRAFT_SHAPE, max_steps=2, batch_size=8, save_steps=100)
     train(spec, init=str(small_init / "init"), data_dir=str(small_init / "data"), output=str(tmp_path / "m"))
@@ -64,7 +65,7 @@ def test_train_with_architecture_trains_the_fresh_model(small_init, tmp_path):
 def spec_setup(small_init, tmp_path_factory):
     """A GSM8K-like test split and two checkpoints of one tokenizer: the random init as target, a smaller fresh
     model as draft (random models: every counter is exercised, the answers are wrong)."""
-    from mars.train import fresh_model
+    from mars.training.train import fresh_model
 
     root = tmp_path_factory.mktemp("spec")
     records = [
@@ -86,7 +87,7 @@ def spec_setup(small_init, tmp_path_factory):
 
 
 def hf_greedy(path, tokenizer, prompts, max_new_tokens):
-    from mars.generation import encode_prompts
+    from mars.decoding.generation import encode_prompts
 
     model = AutoModelForCausalLM.from_pretrained(path).eval()
     out = []
@@ -158,7 +159,7 @@ def test_speculate_rows_add_up_and_lossless_rows_are_the_targets_greedy_output(s
 
 
 def test_the_completions_are_scored_as_the_evaluation_scores_them(spec_setup, tmp_path):
-    from mars.spec_bench import harness_task, world_task
+    from mars.bench.speculative import harness_task, world_task
     from mars.world.tasks import score
 
     texts, until, world_score = world_task(str(spec_setup["root"] / "data"), 2)

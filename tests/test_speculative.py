@@ -1,4 +1,4 @@
-"""Tests of mars/speculative.py (speculative decoding with an AR or MARS draft and an AR or MARS target).
+"""Tests of mars/decoding/speculative.py (speculative decoding with an AR or MARS draft and an AR or MARS target).
 
 Independent expectations: Hugging Face greedy ``generate`` of the target (AR target, any draft); a brute-force
 construction of the verification window's attention rules; separate uncached forwards of prompt + d_1..d_j + masks
@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mars import speculative
-from mars.speculative import Stream, speculative_generate, verify_forward, verify_layout
+from mars.decoding import speculative
+from mars.decoding.speculative import Stream, speculative_generate, verify_forward, verify_layout
 from tests.test_decoding import EOS, MASK, NOISE, TRAINED_PROMPTS, hf_greedy, make_model, random_setup, trained_model
 
 pytestmark = pytest.mark.usefixtures("single_thread")

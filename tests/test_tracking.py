@@ -7,7 +7,7 @@ import sys
 # schema migration in one process collides with another's ("duplicate column name") and a job dies.
 JOB = """
 import sys
-from mars.tracking import mlflow_run
+from mars.pipeline.tracking import mlflow_run
 with mlflow_run("race", sys.argv[2], results_dir=sys.argv[1]) as mlflow:
     mlflow.log_metric("x", 1.0)
 """
@@ -33,7 +33,7 @@ def test_parallel_jobs_on_a_fresh_store_all_succeed(tmp_path, monkeypatch):
 def test_mlflow_tracking_uri_overrides_the_sqlite_store(tmp_path, monkeypatch):
     """On a shared file system without reliable fcntl locks the store is a server: every job honours the variable
     (sbatch hands the login node's environment on to the jobs)."""
-    from mars.tracking import tracking_uri
+    from mars.pipeline.tracking import tracking_uri
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://login-node:5000")
     assert tracking_uri(tmp_path / "results") == "http://login-node:5000"
@@ -49,7 +49,7 @@ def test_a_measurement_run_lands_in_the_trained_models_experiment(tmp_path, monk
 
     import mlflow
 
-    from mars.tracking import log_measurement, tracking_uri
+    from mars.pipeline.tracking import log_measurement, tracking_uri
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     checkpoint = tmp_path / "models" / "mars_b4"

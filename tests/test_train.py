@@ -6,9 +6,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from mars.config import TrainSpec
-from mars.data import load_records
-from mars.train import build_dataset, load_init, make_trainer, train
+from mars.pipeline.config import TrainSpec
+from mars.training.data import load_records
+from mars.training.train import build_dataset, load_init, make_trainer, train
 
 
 def spec(**overrides) -> TrainSpec:
@@ -146,7 +146,7 @@ def test_sorted_micro_batches_cut_padding_and_keep_random_steps(small_init, tmp_
 
 
 def test_step_sorted_sampler_is_a_seeded_permutation_per_epoch():
-    from mars.trainer import StepSortedSampler
+    from mars.training.trainer import StepSortedSampler
 
     lengths = [7, 3, 9, 1, 5, 8, 2, 6, 4, 10, 0]
     sampler = StepSortedSampler(lengths, step_size=4, seed=3)
@@ -166,8 +166,8 @@ def _next_token_loss(model_dir, records, max_length):
     """Brute force: every record alone through the saved model, mean cross-entropy over its response tokens."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from mars.data import prompt_messages
-    from mars.train import tokenize_conversation
+    from mars.training.data import prompt_messages
+    from mars.training.train import tokenize_conversation
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -190,7 +190,7 @@ def _next_token_loss(model_dir, records, max_length):
 def test_heldout_loss_is_the_next_token_loss_of_the_final_model(small_init, tmp_path, method):
     """With data/heldout.jsonl the run logs the next-token loss on it (and on as many training records) every
     eval_steps and at the end; for MARS too it is the plain next-token loss, not the dual-stream objective."""
-    from mars.data import write_jsonl
+    from mars.training.data import write_jsonl
     from tests.conftest import arithmetic_records
 
     data = tmp_path / "data"
@@ -214,7 +214,7 @@ def test_heldout_loss_is_the_next_token_loss_of_the_final_model(small_init, tmp_
 def test_the_training_slice_has_the_heldout_sets_mixture():
     """Per family as many training records as the held-out set has, evenly spaced within the family; families the
     held-out set lacks (the tiny world's facts) are not drawn; without families, evenly spaced over all."""
-    from mars.train import training_slice
+    from mars.training.train import training_slice
 
     records = [{"family": "facts", "id": i} for i in range(3)]
     records += [{"family": "a", "id": 10 + i} for i in range(4)] + [{"family": "b", "id": 20 + i} for i in range(3)]

@@ -170,7 +170,7 @@ def test_bad_configs_are_rejected_naming_the_key(tmp_path, edit, message):
     assert len(lines) == 1 and lines[0].startswith("error: config key") and message in lines[0], out[-2000:]
     assert lines[0].endswith(f"(config: {path})")
     assert not jobs  # nothing scheduled
-    from mars.config import ConfigError, check_model_references, load_config
+    from mars.pipeline.config import ConfigError, check_model_references, load_config
 
     with pytest.raises(ConfigError, match=re.escape(message)):
         check_model_references(load_config(path))
@@ -238,7 +238,7 @@ def test_every_job_gets_its_settings_as_a_param_and_decodes_with_its_trained_blo
 def test_paper_evaluations_get_the_harness_tasks_not_the_tiny_ones():
     """The paper profile's evaluation jobs name the six families, which `mars eval --profile paper` maps to the
     harness's own tasks (ifeval, bbh_cot_fewshot, ...); the tiny world's task names would be unknown there."""
-    from mars.eval_tasks import resolve_tasks
+    from mars.evaluation.tasks import resolve_tasks
 
     jobs = list(eval_jobs(printed_commands(ROOT / "configs" / "paper-0.5b.yaml")).values())
     assert jobs and all(job["profile"] == "paper" for job in jobs)
@@ -307,7 +307,7 @@ def test_without_the_cache_key_nothing_changes(tmp_path):
 
 def test_a_mirror_overlay_trains_and_evaluates_the_local_stand_ins(tmp_path):
     """`mars mirror`'s overlay on configs/paper-0.5b.yaml: the same rules, the model and data set local folders."""
-    from mars.mirror import overlay
+    from mars.pipeline.mirror import overlay
 
     model, data = tmp_path / "models" / "Qwen2.5-0.5B-Instruct", tmp_path / "datasets" / "Dolci-Instruct-SFT"
     keys = overlay("0.5b", model, data)
@@ -321,7 +321,7 @@ def test_paper_jobs_read_the_harness_mirror_as_a_param_and_an_input(tmp_path):
     """eval.harness_data: every paper evaluation job carries the mirror folder in its job param (pointing it elsewhere
     reruns them) and as an input; the benchmark reads the mirror's GSM8K test split (an hf world's SFT records hold
     no GSM8K prompts); both load their models in eval.dtype."""
-    from mars.eval_tasks.mirror import write_harness_mirror
+    from mars.evaluation.tasks.mirror import write_harness_mirror
 
     mirror = tmp_path / "mirror"
     write_harness_mirror(mirror)
@@ -389,7 +389,7 @@ def test_a_train_job_is_launched_by_its_processes_and_gpus_which_rerun_nothing(t
 def test_the_7b_mirror_overlay_starts_the_draft_from_the_05b_stand_in(tmp_path):
     """`mars mirror --shape 7b`'s overlay, laid over configs/paper-7b.yaml as the rehearsal lays it (Snakemake merges
     a second --configfile key by key): the 7B stand-in is the world's start, the 0.5B stand-in the draft's."""
-    from mars.mirror import overlay
+    from mars.pipeline.mirror import overlay
 
     models, data = tmp_path / "models", tmp_path / "datasets" / "Dolci-Instruct-SFT"
     keys = overlay("7b", models / "Qwen2.5-7B-Instruct", data, draft_dir=models / "Qwen2.5-0.5B-Instruct")

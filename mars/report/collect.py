@@ -2,7 +2,7 @@
 
 Evaluation results live at ``<results>/<name>/<kind>/<model>/<setting>/<family>.json`` (one ``mars eval`` result
 per file; kind ``eval`` or ``sweep``; ``setting`` = ``<method>-tau<tau>-<metric>``, see
-:func:`mars.experiments.setting_name`). Trained models live at ``<results>/<name>/models/<model>/`` with
+:func:`mars.pipeline.experiments.setting_name`). Trained models live at ``<results>/<name>/models/<model>/`` with
 ``metrics.json`` (optimizer steps, wall time) and ``run_config.json`` (the spec they were trained with).
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from mars.config import ConfigError
-from mars.experiments import parse_setting
+from mars.pipeline.config import ConfigError
+from mars.pipeline.experiments import parse_setting
 
 EVAL_COLUMNS = [
     "kind",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mars.experiments import LOSSLESS
+from mars.pipeline.experiments import LOSSLESS
 from mars.report.plotting import plt, save, setup
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mars.config import ConfigError
+from mars.pipeline.config import ConfigError
 from mars.report.plotting import plt, save, setup
 
 SERIES = (("mars", "MARS", "o", "-"), ("nolar", "MARS w/o L_AR", "x", "--"), ("cont", "AR continuation", "s", ":"))

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from mars.config import ConfigError
-from mars.experiments import FAMILIES, Setting
+from mars.pipeline.config import ConfigError
+from mars.pipeline.experiments import FAMILIES, Setting
 from mars.report.collect import collect_evals, read_json
-from mars.report.tables import _mean, difference, t_halfwidth, verdict, write_table
+from mars.report.stats import _mean, difference, t_halfwidth, verdict
+from mars.report.tables import write_table
 
 AR_SFT = "ar_sft_5ep"
 SEEDS = (0, 1, 2)

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from mars.config import ConfigError
-from mars.experiments import FAMILIES, setting_name
+from mars.pipeline.config import ConfigError
+from mars.pipeline.experiments import FAMILIES, setting_name
 from mars.report.collect import collect_evals, read_json
-from mars.report.tables import _mean, difference, t_halfwidth
+from mars.report.stats import _mean, difference, t_halfwidth
 
 
 def parameter_count(model_dir: Path) -> int:

@@ -4,7 +4,7 @@
         --output results/tables/table2.csv
 
 writes ``table2.csv`` plus ``table2.md`` (Markdown) and ``table2.tex`` (LaTeX, booktabs) next to it. The rows are
-the job's (``mars.experiments.table_job``: the one declaration of every table); a declared row without its
+the job's (``mars.pipeline.experiments.table_job``: the one declaration of every table); a declared row without its
 evaluation, or a model whose checkpoint was trained differently than the config says, is an error, never a silently
 missing or stale row. Scores are percentages; ``tpf`` = tokens per forward; each row carries the decoding settings
 its numbers came from (method, tau, block size, cache, generation budget).
@@ -13,15 +13,15 @@ its numbers came from (method, tau, block size, cache, generation budget).
 from __future__ import annotations
 
 import math
-import statistics
 from pathlib import Path
 
 import pandas as pd
 
-from mars.config import ConfigError
-from mars.experiments import FAMILIES, RECIPE_KEYS, Row, Setting
 from mars.fileio import write_text_atomic
+from mars.pipeline.config import ConfigError
+from mars.pipeline.experiments import FAMILIES, RECIPE_KEYS, Row, Setting
 from mars.report.collect import collect_evals, read_benchmark, read_json, training_cost
+from mars.report.stats import _mean, _std, difference, t_halfwidth, verdict
 
 PAPER = Path(__file__).parent / "paper_reference"
 DECODING_COLUMNS = ("method", "tau", "block_size", "acceptance", "cache", "max_gen_toks", "limit")
@@ -331,46 +331,6 @@ class Tables:
             row["s_per_step_vs_init"] = row["s_per_step"] / start["s_per_step"] if multi else math.nan
             row["peak_rss_vs_init"] = row["peak_rss_mb"] / start["peak_rss_mb"] if multi else math.nan
         return pd.DataFrame(list(rows.values()))
-
-
-def _std(values: list[float]) -> float:
-    values = [v for v in values if not (isinstance(v, float) and math.isnan(v))]
-    return statistics.stdev(values) if len(values) > 1 else math.nan
-
-
-def difference(a: list[float], b: list[float]) -> tuple[float, float, int]:
-    """``a`` minus ``b`` over the training seeds both have, paired by seed (each list is a model's own seed, then
-    ``seeds.extra`` in order; the seed-s run of a model starts from the seed-s run of its reference): the mean of
-    the per-seed differences, its standard error (NaN with one pair) and the number of pairs. A model with one seed
-    is compared with its reference's run of the same seed, not with the reference's seed mean."""
-    n = min(len(a), len(b))
-    diffs = [x - y for x, y in zip(a[:n], b[:n])]
-    return _mean(diffs), _std(diffs) / math.sqrt(n) if n > 1 else math.nan, n
-
-
-def verdict(delta: float, half: float) -> str:
-    """``lower`` / ``higher`` when the 95 % interval of the paired difference excludes 0, ``within noise`` when it
-    does not, ``one seed`` when there is no interval."""
-    if math.isnan(half):
-        return "one seed"
-    if abs(delta) <= half:
-        return "within noise"
-    return "lower" if delta < 0 else "higher"
-
-
-def t_halfwidth(se: float, n: int, level: float = 0.95) -> float:
-    """Half-width of the two-sided ``level`` confidence interval of a mean difference over ``n`` paired seeds:
-    Student's t with n - 1 degrees of freedom times the standard error (4.30 x SE at 3 seeds, not 2 x SE)."""
-    if n < 2 or math.isnan(se):
-        return math.nan
-    from scipy.stats import t
-
-    return float(t.ppf(0.5 + level / 2, n - 1)) * se
-
-
-def _mean(values: list[float]) -> float:
-    values = [v for v in values if not (isinstance(v, float) and math.isnan(v))]
-    return sum(values) / len(values) if values else math.nan
 
 
 def _beside(table: pd.DataFrame, paper: pd.DataFrame, on) -> pd.DataFrame:

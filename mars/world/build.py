@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from mars.config import ConfigError, validate_section
-from mars.data import write_jsonl
+from mars.pipeline.config import ConfigError, validate_section
+from mars.training.data import write_jsonl
 from mars.world.tokenizer import train_tokenizer
 
 

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from mars import experiments as X
-from mars.config import ConfigError, validate
+from mars.pipeline import experiments as X
+from mars.pipeline.config import ConfigError, validate
 from mars.report import fig3
 from mars.report.tables import make_table
 from tests.report.test_tables import ROOT, outputs, score, tpf

@@ -9,8 +9,8 @@ import torch
 import yaml
 from safetensors.torch import save_file
 
-from mars import experiments as X
-from mars.config import validate
+from mars.pipeline import experiments as X
+from mars.pipeline.config import validate
 from mars.report.fig_scaling import heldout, scaling
 from mars.report.scaling import parameter_count
 from mars.report.tables import make_table

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from mars import experiments as X
-from mars.config import ConfigError, train_spec, validate
+from mars.pipeline import experiments as X
+from mars.pipeline.config import ConfigError, train_spec, validate
 from mars.report.tables import make_table
 
 ROOT = Path(__file__).resolve().parents[2]

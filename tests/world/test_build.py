@@ -5,8 +5,8 @@ import json
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from mars.config import ConfigError
-from mars.data import load_records
+from mars.pipeline.config import ConfigError
+from mars.training.data import load_records
 from mars.world.build import build_world
 
 WORLD = {

@@ -16,7 +16,8 @@ from mars.world.tasks import FACTS_FAMILY, FAMILIES, few_shot_examples, make_pre
 
 
 def _jsonl_sha256(records: list[dict]) -> str:
-    """sha256 of the jsonl file mars.data.write_jsonl writes for ``records`` (targets as build_world stores them)."""
+    """sha256 of the jsonl file mars.training.data.write_jsonl writes for ``records`` (targets as build_world stores
+    them)."""
     text = "".join(
         json.dumps(dict(r, target=json.dumps(r["target"], sort_keys=True)), sort_keys=True) + "\n" for r in records
     )

@@ -1,11 +1,12 @@
-# Paths and helpers shared by every stage. What each job runs with comes from mars.experiments, handed to the job
-# as one `job` param (canonical JSON): Snakemake reruns a job exactly when that param, its inputs or its code change.
+# Paths and helpers shared by every stage. What each job runs with comes from mars.pipeline.experiments, handed to the
+# job as one `job` param (canonical JSON): Snakemake reruns a job exactly when that param, its inputs or its code
+# change.
 import shlex
 from pathlib import Path
 
-from mars import experiments as X
-from mars.config import train_spec
-from mars.offline import offline_env, prefetch_job
+from mars.pipeline import experiments as X
+from mars.pipeline.config import train_spec
+from mars.pipeline.offline import offline_env, prefetch_job
 
 RESULTS_ROOT = Path(config["results_dir"])
 RESULTS = RESULTS_ROOT / config["name"]

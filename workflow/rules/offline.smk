@@ -1,5 +1,5 @@
-# Offline clusters (config key offline.cache_dir, mars/offline.py): one local job, on the login node that reaches
-# the hub, fetches what the run needs into the cache; the compute jobs then read it with the hub switched off
+# Offline clusters (config key offline.cache_dir, mars/pipeline/offline.py): one local job, on the login node that
+# reaches the hub, fetches what the run needs into the cache; the compute jobs then read it with the hub switched off
 # (OFFLINE_ENV, common.smk). Nothing is fetched twice, and local folders (a mirror: `mars mirror`) are not fetched.
 # Gated data sets (Idavidrein/gpqa) need HF_TOKEN, or `hf auth login`, on the login node.
 

@@ -1,5 +1,5 @@
 # Stage 5: tables (CSV + Markdown + LaTeX) and figures (PNG + PDF), each from one script over pipeline outputs.
-# The rows of every table and the evaluations behind them are declared once, in mars.experiments.
+# The rows of every table and the evaluations behind them are declared once, in mars.pipeline.experiments.
 
 EVAL_TABLES = [t for t in X.TABLES if t not in ("table5", "cost")]
 TABLE_INPUTS = {t: setting_files(X.table_settings(config, t)) for t in EVAL_TABLES}

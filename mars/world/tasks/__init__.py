@@ -14,7 +14,7 @@ One module per family, each defining its ``FAMILY`` (:class:`Family`: generate, 
     mmlu_pro   10-option questions over a fact base            exact_match
     gpqa       4-option two-hop questions over the fact base   exact_match
     gsm8k      arithmetic word problems, "#### N"              exact_match, exact_match_flexible
-    humaneval  write a function, run against tests             pass@1 (through mars.sandbox.run_tests)
+    humaneval  write a function, run against tests             pass@1 (through mars.evaluation.sandbox.run_tests)
     facts      the fact base taught as plain questions (train only, not a benchmark)
 
 ``registry`` maps names to families; ``splits`` builds the records (:func:`make_splits`, :func:`make_pretrain`,

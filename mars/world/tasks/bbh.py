@@ -4,7 +4,7 @@ Subtasks: boolean_expressions, word_sorting, multistep_arithmetic, dyck_language
 lm-eval's BBH CoT tasks the answer is the text after "the answer is" (final period removed) and ``exact_match``
 ignores case and surrounding whitespace.
 
-BBH in context: the tiny BBH task is 1-shot (``mars.eval_tasks.FEWSHOT``), the shot a user/assistant turn before
+BBH in context: the tiny BBH task is 1-shot (``mars.evaluation.tasks.FEWSHOT``), the shot a user/assistant turn before
 the question.  A model that never saw a multi-turn prompt in SFT answers those badly, so every second bbh training
 record past the first three of its subtask (the evaluation's shots) carries a ``messages`` context: the first
 record of its subtask as a solved turn, then its own question (:func:`with_shot_context`).

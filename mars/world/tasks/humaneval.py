@@ -2,8 +2,8 @@
 
 ``target`` holds HumanEval-style tests (``def check(candidate): assert ...`` then ``check(entry_point)``); scoring
 extracts the code (first fenced block, else the whole text) and runs it with its tests through
-:func:`mars.sandbox.run_tests`; metric ``pass@1``.  Templates without constants (e.g. "max of a list") always stay
-in train, so test problems are unseen constants of templates that train teaches.
+:func:`mars.evaluation.sandbox.run_tests`; metric ``pass@1``.  Templates without constants (e.g. "max of a list") always
+stay in train, so test problems are unseen constants of templates that train teaches.
 """
 
 from __future__ import annotations
@@ -366,7 +366,7 @@ def _score_humaneval(completion: str, target: Any) -> dict[str, float]:
     if not code.strip():
         return {"pass@1": 0.0}
     test = target["test"] if isinstance(target, dict) else str(target)
-    from mars.sandbox import run_tests  # lazy: a missing sandbox is an error, not a 0 score
+    from mars.evaluation.sandbox import run_tests  # lazy: a missing sandbox is an error, not a 0 score
 
     return {"pass@1": float(run_tests(code, test, timeout_s=HUMANEVAL_TIMEOUT_S))}
 

@@ -1,7 +1,7 @@
 """The registry of task families: name -> :class:`~mars.world.tasks.common.Family`.
 
 The six benchmark families, in the order every split lists them, and the fact-teaching family (train only, not a
-benchmark).  Generation, answer extraction, scoring and the lm-eval tasks (mars.eval_tasks) all look a family up
+benchmark).  Generation, answer extraction, scoring and the lm-eval tasks (mars.evaluation.tasks) all look a family up
 here, so a new family is one module and one line below.
 """
 

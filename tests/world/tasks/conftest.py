@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from mars.sandbox import checks
+from mars.evaluation.sandbox import checks
 from mars.world.tasks import make_splits
 from tests.world.tasks.helpers import N_TEST, N_TRAIN
 
@@ -17,7 +17,7 @@ def splits():
 
 
 def _fake_runner(program: str, timeout_s: float):
-    """In-process stand-in for mars.sandbox.supervisor.run_python (only for our own gold code)."""
+    """In-process stand-in for mars.evaluation.sandbox.supervisor.run_python (only for our own gold code)."""
     import contextlib
     import io
 

@@ -61,7 +61,7 @@ def test_bbh_extraction_formats():
 def test_bbh_shot_context_matches_the_tiny_eval_shot(splits):
     """Half the bbh train records past the first three of a subtask are 1-shot conversations whose shot is the first
     train record of that subtask (what lm-eval's first_n sampler picks); the eval's shot records stay plain."""
-    from mars.eval_tasks import FEWSHOT
+    from mars.evaluation.tasks import FEWSHOT
 
     assert FEWSHOT["bbh"] <= T.BBH_EVAL_SHOTS
     train, _ = splits

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mars.sandbox import checks
+from mars.evaluation.sandbox import checks
 from mars.world import tasks as T
 from mars.world.tasks import make_splits, score
 from tests.world.tasks.helpers import by_family

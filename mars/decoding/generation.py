@@ -1,0 +1,308 @@
+"""Text in, text out, around :func:`mars.decoding.engine.generate`: chat template, batching, decoding, chunk display.
+
+Used by ``mars generate``, the wall-clock benchmark and Figure 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from mars.decoding.engine import NEEDS_MASK, decoding_settings, generate
+from mars.pipeline.config import ConfigError
+
+
+@dataclass
+class TextGeneration:
+    prompt: str
+    text: str
+    token_ids: list[int]
+    forwards: int
+    tokens_per_forward: float
+    chunks: list[int]  # tokens accepted by each forward (Figure 1 shades them)
+    chunk_texts: list[str]
+
+
+# What a truncated or corrupt checkpoint raises while loading (safetensors' own error included): one error line.
+def _load_errors() -> tuple[type[BaseException], ...]:
+    from safetensors import SafetensorError
+
+    return (OSError, ValueError, RuntimeError, EnvironmentError, SafetensorError)
+
+
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+def resolve_device(device: str | torch.device | None = None) -> torch.device:
+    """The device a model runs on: the given one, else CUDA when available, else the CPU."""
+    if device is None or str(device) == "":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str | torch.dtype | None, device: str | torch.device | None = None) -> torch.dtype:
+    """The parameter dtype of an evaluated or benchmarked model (config ``eval.dtype``): "auto" (or None) is bf16 on
+    a GPU (the paper's checkpoints are trained and saved in bf16) and fp32 on the CPU (where bf16 matmuls are slow
+    and the tiny models are trained in fp32); "bfloat16" / "float16" / "float32" force one."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype is None or dtype == "auto":
+        return torch.bfloat16 if resolve_device(device).type == "cuda" else torch.float32
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype must be auto, {', '.join(DTYPES)}; got {dtype!r}")
+    return DTYPES[dtype]
+
+
+def load_model(
+    path: str | Path,
+    dtype: str | torch.dtype | None = "auto",
+    attn: str = "sdpa",
+    device: str | torch.device | None = None,
+):
+    """Model and tokenizer of a checkpoint folder, in ``dtype`` (see :func:`resolve_dtype`) on ``device`` (None:
+    CUDA when available)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"model checkpoint not found (no config.json): {path}")
+    device = resolve_device(device)
+    dtype = resolve_dtype(dtype, device)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn).eval()
+    except _load_errors() as exc:
+        raise ConfigError(checkpoint_error(path, exc)) from None
+    return model.to(device), tokenizer
+
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def check_checkpoint(model: str | os.PathLike, flag: str = "--model") -> Path:
+    """A local checkpoint folder (returned absolute), or a hub id such as ``Qwen/Qwen2.5-0.5B-Instruct`` (returned
+    as given: ``from_pretrained`` loads it, from the local hub cache when offline). A missing path is a local-path
+    error, never a hub lookup: a name is taken for a hub id only when it has the hub's ``owner/name`` form and its
+    first part is not a local folder."""
+    path = Path(model).expanduser()
+    if path.exists():
+        if not path.is_dir() or not (path / "config.json").is_file():
+            raise ConfigError(f"{flag} {model}: not a checkpoint folder (no config.json)")
+        return path.resolve()
+    text = str(model)
+    if not HUB_ID.match(text) or Path(text.split("/")[0]).is_dir():
+        raise ConfigError(f"{flag} {model}: no such checkpoint folder")
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if constants.HF_HUB_OFFLINE and not isinstance(try_to_load_from_cache(text, "config.json"), str):
+        raise ConfigError(f"{flag} {model}: neither a folder nor a hub model in the local cache (offline)")
+    return Path(text)
+
+
+def checkpoint_error(path, exc: BaseException) -> str:
+    """One line naming the checkpoint and what is wrong with it."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return f"cannot load checkpoint {path}: {type(exc).__name__}: {text}"
+
+
+def trained_block_size(path: str | Path) -> int | None:
+    """The block size a MARS or block-diffusion checkpoint was trained with, so that it is decoded with the same
+    window: its config.json's ``mars.block_size`` (mars.training.train.decoding_fields), else (checkpoints from before
+    that field) its run_config.json; None for any other checkpoint."""
+    config_file = Path(path) / "config.json"
+    if config_file.is_file():
+        try:
+            decoding = json.loads(config_file.read_text()).get("mars") or {}
+        except ValueError:
+            raise ConfigError(f"{config_file} is not valid JSON") from None
+        if decoding.get("block_size"):
+            return int(decoding["block_size"])
+    run_config = Path(path) / "run_config.json"
+    if not run_config.is_file():
+        return None
+    try:
+        spec = json.loads(run_config.read_text()).get("spec") or {}
+    except ValueError:
+        raise ConfigError(f"{run_config} is not valid JSON") from None
+    return int(spec["block_size"]) if spec.get("method") in ("mars", "block_diffusion") else None
+
+
+def default_window(path: str | Path, method: str) -> int | None:
+    """The window B a checkpoint is decoded with when none is given (``mars eval``, ``generate``, ``bench`` and the
+    lm-eval model alike): its trained block size; for Jacobi decoding the schema's ``eval.jacobi_block_size``; None
+    for a plain AR checkpoint decoded any other way (no window: one token per forward)."""
+    if method == "jacobi":
+        from mars.pipeline.config import schema_defaults
+
+        return schema_defaults("eval")["jacobi_block_size"]
+    return trained_block_size(path)
+
+
+def decoding_window(path: str | Path, method: str, tau: float, block_size: int | None = None) -> int:
+    """The window a command decodes ``path`` with: the explicit ``block_size`` (>= 1), else the trained one
+    (:func:`default_window`), else 1 for one token per forward. A MARS or block-diffusion decode at tau < 1 of a
+    checkpoint that names no block size is an error: a window of 1 would silently decode one token per forward."""
+    if block_size is not None:
+        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+            raise ConfigError(f"--block-size must be an integer >= 1, got {block_size!r}")
+        return block_size
+    window = default_window(path, method)
+    if window is None and method in ("mars", "mars_lossless", "block_diffusion") and tau < 1:
+        raise ConfigError(
+            f"{path}: no trained block size in its config.json (mars.block_size), so no window to decode at tau "
+            f"{tau:g} with method {method}; give --block-size"
+        )
+    return window or 1
+
+
+def encode_prompts(tokenizer, prompts: list[str], chat: bool = True) -> list[list[int]]:
+    if chat:
+        return [
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": p}], add_generation_prompt=True, tokenize=True, return_dict=False
+            )
+            for p in prompts
+        ]
+    return [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+
+
+def check_decoding_args(
+    method: str, cache: str, metric: str, tau: float, block_size: int, cache_block_size: int
+) -> dict:
+    """:func:`mars.decoding.engine.decoding_settings`, as one ConfigError line for the command line."""
+    try:
+        return decoding_settings(
+            tau=tau, block_size=block_size, cache=cache, cache_block_size=cache_block_size, metric=metric, method=method
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def truncate_at_stop(text: str, stop: list[str]) -> str:
+    """Cut the text before the first stop string (as lm-eval's HF model does with ``until``)."""
+    cut = min((text.find(s) for s in stop if s and s in text), default=-1)
+    return text[:cut] if cut >= 0 else text
+
+
+def generate_text(
+    model,
+    tokenizer,
+    prompts: list[str],
+    *,
+    batch_size: int = 16,
+    chat: bool = True,
+    progress: bool = False,
+    stop: list[str] | None = None,
+    **decode_kwargs,
+) -> list[TextGeneration]:
+    """``stop`` strings end a sequence: their tokenizations stop the decoder early (a stop string can also form
+    across other token boundaries, so the decoded text is cut at its first occurrence as well)."""
+    stop = [s for s in (stop or []) if s]
+    if stop:
+        decode_kwargs["stop_sequences"] = [tokenizer.encode(s, add_special_tokens=False) for s in stop]
+    method = decode_kwargs.get("method", "mars")
+    decode_kwargs.setdefault("mask_token_id", tokenizer.mask_token_id)  # an explicit mask_token_id wins
+    if method in NEEDS_MASK and decode_kwargs["mask_token_id"] is None:
+        raise ConfigError(f"method {method} needs a mask token and the tokenizer has none")
+    ids = encode_prompts(tokenizer, prompts, chat)
+    results: list[TextGeneration] = []
+    batches = range(0, len(ids), batch_size)
+    for start in tqdm(batches, desc="generate", disable=not progress or len(batches) < 2):
+        batch = ids[start : start + batch_size]
+        outs = generate(
+            model,
+            batch,
+            eos_token_ids=[tokenizer.eos_token_id],
+            pad_token_id=tokenizer.pad_token_id,
+            **decode_kwargs,
+        )
+        for prompt, out in zip(prompts[start : start + batch_size], outs):
+            pieces, at = [], 0
+            for n in out.chunks:
+                pieces.append(tokenizer.decode(out.token_ids[at : at + n], skip_special_tokens=False))
+                at += n
+            results.append(
+                TextGeneration(
+                    prompt=prompt,
+                    text=truncate_at_stop(tokenizer.decode(out.token_ids, skip_special_tokens=True), stop),
+                    token_ids=out.token_ids,
+                    forwards=out.forwards,
+                    tokens_per_forward=out.tokens_per_forward,
+                    chunks=out.chunks,
+                    chunk_texts=pieces,
+                )
+            )
+    return results
+
+
+def mars_generate(
+    model,
+    tokenizer,
+    prompts: list[str],
+    *,
+    tau: float | list[float] = 1.0,
+    method: str = "mars",
+    cache: str = "cursor",
+    block_size: int | None = None,
+    mask_token_id: int | None = None,
+    max_new_tokens: int = 256,
+    **kwargs,
+) -> list[TextGeneration]:
+    """Decode chat prompts with a MARS model (``mars.generate``): one :class:`TextGeneration` per prompt (text,
+    tokens, forwards, tokens per forward, each forward's chunk).
+
+    The window is the block size the model was trained with, read from its own config (``config.mars``, written by
+    :class:`mars.MARSTrainer`), unless ``block_size`` is given; a model that does not say it can be decoded at
+    tau = 1.0 (plain greedy AR) but not below (a ValueError, never a silent window of 1). The mask token is
+    ``mask_token_id``, else the tokenizer's, else ``config.mask_token_id``. ``method``: mars | mars_lossless (exactly
+    greedy AR's tokens, several per forward) | ar | jacobi | block_diffusion; ``cache``: cursor | block | none |
+    authors_block. Other keyword arguments go to :func:`generate_text` (``batch_size``, ``chat``, ``stop``,
+    ``metric``, ``cache_block_size``)."""
+    from mars.decoding.engine import row_taus
+
+    config = getattr(model, "config", None)
+    trained = getattr(config, "mars", None) or {}
+    if block_size is None:
+        block_size = trained.get("block_size")
+    taus = row_taus(tau, len(prompts))
+    if block_size is None:
+        if method in ("mars", "mars_lossless", "block_diffusion") and min(taus) < 1.0:
+            raise ValueError(
+                "the model's config does not say its block size (config.mars, written by MARSTrainer): pass "
+                "block_size, or decode at tau = 1.0"
+            )
+        block_size = 1
+    if mask_token_id is None:
+        mask_token_id = tokenizer.mask_token_id
+    if mask_token_id is None:
+        mask_token_id = getattr(config, "mask_token_id", None)
+    return generate_text(
+        model,
+        tokenizer,
+        prompts,
+        tau=tau,
+        method=method,
+        cache=cache,
+        block_size=block_size,
+        mask_token_id=mask_token_id,
+        max_new_tokens=max_new_tokens,
+        **kwargs,
+    )
+
+
+def render_chunks(generation: TextGeneration, color: bool = False) -> str:
+    """The generation with each forward's tokens grouped: ``[a b][c]...`` or, on a terminal, shaded."""
+    if not color:
+        return "".join(f"[{piece}]" for piece in generation.chunk_texts)
+    shades = ("\x1b[48;5;153m", "\x1b[48;5;222m")
+    return "".join(f"{shades[i % 2]}{piece}\x1b[0m" for i, piece in enumerate(generation.chunk_texts))
+
+
+def to_json(generations: list[TextGeneration]) -> list[dict]:
+    return [asdict(g) for g in generations]

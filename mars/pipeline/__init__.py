@@ -1,0 +1,1 @@
+"""The pipeline's pieces: config and schema, the experiments' declaration, tracking, offline mirrors."""

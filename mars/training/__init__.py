@@ -1,0 +1,1 @@
+"""Training: dual-stream masks and loss, the TRL trainer, ``mars train`` and its data."""

@@ -1,0 +1,234 @@
+"""The dual-stream training objective: L = L_mask + w_AR * L_AR (docs/method.md sections 1-3).
+
+Inputs are what TRL's SFT data pipeline produces: ``input_ids``, ``attention_mask`` and ``labels`` (the token id on
+response tokens, -100 elsewhere; unshifted).  :func:`build_dual_stream` lays out ``[clean | noisy]``;
+:func:`dual_stream_loss` runs one forward and returns both losses.
+
+Cost: the clean stream never attends to the noisy one and noisy positions before the first block that carries a loss
+are never attended by anything that does, so the noisy stream starts at the first such block of the batch
+(``noisy_start``) and logits are computed only where a target exists (transformers' boolean ``logits_to_keep``).
+
+The forward goes through the model the Trainer hands over, wrapper included (DDP, FSDP, DataParallel), so that
+gradient synchronisation, parameter sharding and accelerate's bf16 autocast all apply (:func:`_forward`).
+
+Several response spans per sequence (every assistant turn of a multi-turn conversation) need nothing special: a
+response token is any token whose label is not -100, all of them are masked in the noisy stream, and blocks are
+counted from position 0 of the whole sequence (docs/method.md section 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from mars.training.masks import additive, check_variant, dual_stream_mask
+
+IGNORE = -100
+
+
+@dataclass
+class DualStreamBatch:
+    input_ids: torch.Tensor  # [b, L + Ln]
+    position_ids: torch.Tensor  # [b, L + Ln]
+    allowed: torch.Tensor  # [b, L + Ln, L + Ln] boolean attention mask
+    clean_targets: torch.Tensor  # [b, L]: target of each clean position (-100: none)
+    noisy_targets: torch.Tensor  # [b, Ln]
+    noisy_weights: torch.Tensor  # [b, Ln]: loss weight of each noisy target (1/t for block diffusion)
+    noisy_start: int
+    length: int  # L
+    num_response: int  # response tokens (the targets the Trainer counts for loss normalisation)
+
+
+def block_diffusion_masking(
+    response: torch.Tensor, block_size: int, generator: torch.Generator | None, eps: float = 1e-3
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BD3-LM masking: one rate t ~ U(eps, 1) per (sequence, block); each response token is masked with prob. t.
+
+    Returns the boolean mask of masked positions and the per-position rate t.
+    """
+    batch, length = response.shape
+    n_blocks = -(-length // block_size)
+    device = response.device
+    rate = eps + (1 - eps) * torch.rand(batch, n_blocks, generator=generator, device=device)
+    rate = rate.repeat_interleave(block_size, dim=1)[:, :length]
+    draw = torch.rand(batch, length, generator=generator, device=device)
+    return response & (draw < rate), rate
+
+
+def pad_to_block_eos(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    block_size: int,
+    eos_token_id: int,
+    pad_token_id: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The authors' EOS padding (``training.pad_to_block: eos``): each right-padded row of length L (its attention
+    mask's sum) is extended with EOS tokens to the next multiple of ``block_size``; the appended tokens are attended
+    and carry loss (label = EOS), so after the response the model learns to keep predicting EOS up to the block's end.
+    The batch widens (with ``pad_token_id``, unattended, no loss) if a row needs more columns than it has; a row
+    whose length is a multiple already is unchanged."""
+    lengths = attention_mask.sum(dim=1)
+    targets = (lengths + block_size - 1) // block_size * block_size
+    width = max(int(targets.max()), input_ids.shape[1])
+    extra = width - input_ids.shape[1]
+    if extra:
+        input_ids = F.pad(input_ids, (0, extra), value=pad_token_id)
+        attention_mask = F.pad(attention_mask, (0, extra), value=0)
+        labels = F.pad(labels, (0, extra), value=IGNORE)
+    col = torch.arange(width, device=input_ids.device)[None, :]
+    fill = (col >= lengths[:, None]) & (col < targets[:, None])
+    input_ids = torch.where(fill, torch.full_like(input_ids, eos_token_id), input_ids)
+    attention_mask = torch.where(fill, torch.ones_like(attention_mask), attention_mask)
+    labels = torch.where(fill, torch.full_like(labels, eos_token_id), labels)
+    return input_ids, attention_mask, labels
+
+
+def inverse_t_weights(batch: int, generator: torch.Generator | None, device, eps: float = 1e-3) -> torch.Tensor:
+    """The authors' no-SFT weighting (``training.mask_loss_weighting: inverse_t``): one t ~ U(eps, 1) per sequence and
+    the linear schedule's weight -alpha'(t) / (1 - alpha(t) + 1e-6) = 1 / (t + 1e-6), although every response token
+    is masked whatever t is. Returns [batch]."""
+    t = eps + (1 - eps) * torch.rand(batch, generator=generator, device=device)
+    return 1.0 / (t + 1e-6)
+
+
+def build_dual_stream(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    mask_token_id: int,
+    block_size: int,
+    variant: str = "mars",
+    trim: bool = True,
+    generator: torch.Generator | None = None,
+    mask_weighting: str = "uniform",
+) -> DualStreamBatch:
+    check_variant(variant, block_size)
+    if mask_weighting not in ("uniform", "inverse_t") or (variant == "block_diffusion" and mask_weighting != "uniform"):
+        raise ValueError(f"mask_weighting {mask_weighting!r} does not apply to variant {variant!r}")
+    batch, length = input_ids.shape
+    response = (labels != IGNORE) & attention_mask.bool()
+    device = input_ids.device
+
+    if variant == "block_diffusion":
+        # Unshifted: a masked position predicts its own token; no AR loss on the clean stream.
+        masked, rate = block_diffusion_masking(response, block_size, generator)
+        noisy_ids = torch.where(masked, torch.full_like(input_ids, mask_token_id), input_ids)
+        noisy_targets = torch.where(masked, input_ids, torch.full_like(input_ids, IGNORE))
+        noisy_weights = torch.where(masked, 1.0 / rate, torch.zeros_like(rate))
+        clean_targets = torch.full_like(input_ids, IGNORE)
+    else:
+        # Right-shifted: position t predicts token t + 1, for response tokens only.
+        shifted = torch.full_like(input_ids, IGNORE)
+        shifted[:, :-1] = torch.where(response[:, 1:], input_ids[:, 1:], IGNORE)
+        noisy_ids = torch.where(response, torch.full_like(input_ids, mask_token_id), input_ids)
+        noisy_targets = shifted
+        noisy_weights = (shifted != IGNORE).float()
+        if mask_weighting == "inverse_t":
+            noisy_weights = noisy_weights * inverse_t_weights(batch, generator, device)[:, None]
+        clean_targets = shifted
+
+    noisy_start = 0
+    if trim:
+        has_target = (noisy_targets != IGNORE).any(dim=0)
+        if has_target.any():
+            first = int(torch.nonzero(has_target)[0])
+            noisy_start = (first // block_size) * block_size
+    positions = torch.arange(length, device=device)
+    return DualStreamBatch(
+        input_ids=torch.cat([input_ids, noisy_ids[:, noisy_start:]], dim=1),
+        position_ids=torch.cat([positions, positions[noisy_start:]]).expand(batch, -1),
+        allowed=dual_stream_mask(attention_mask, block_size, variant, noisy_start),
+        clean_targets=clean_targets,
+        noisy_targets=noisy_targets[:, noisy_start:],
+        noisy_weights=noisy_weights[:, noisy_start:],
+        noisy_start=noisy_start,
+        length=length,
+        num_response=int(response.sum()),
+    )
+
+
+def _forward(model, batch: DualStreamBatch, logits_to_keep: int | torch.Tensor = 0) -> torch.Tensor:
+    """Logits of one forward over the dual-stream input, through ``model``'s own ``forward``.
+
+    ``model`` may be the Trainer's wrapper (DataParallel, DDP, FSDP) around the causal LM: calling it, not its
+    submodules, is what runs DDP's gradient hooks, FSDP's parameter gathering and accelerate's mixed-precision autocast
+    (which wraps ``forward`` only). ``logits_to_keep`` is transformers' own selector: a boolean [b, L + Ln] tensor
+    projects only those positions onto the vocabulary and returns them flattened ([n, vocab], row-major).
+    """
+    dtype = next(model.parameters()).dtype
+    out = model(
+        input_ids=batch.input_ids,
+        attention_mask=additive(batch.allowed, dtype),
+        position_ids=batch.position_ids,
+        use_cache=False,
+        logits_to_keep=logits_to_keep,
+    )
+    return out.logits
+
+
+def dual_stream_logits(model, batch: DualStreamBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Full (clean, noisy) logits of the dual-stream forward; for tests and analysis (training uses the loss)."""
+    logits = _forward(model, batch)
+    return logits[:, : batch.length], logits[:, batch.length :]
+
+
+NORMALIZATIONS = ("token", "sequence")
+
+
+def dual_stream_row_sums(model, batch: DualStreamBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per sequence [b]: (summed weighted noisy CE, summed clean CE) of one forward; logits only where a target
+    exists."""
+    targets = torch.cat([batch.clean_targets, batch.noisy_targets], dim=1)
+    weights = torch.cat([torch.ones_like(batch.clean_targets, dtype=batch.noisy_weights.dtype), batch.noisy_weights], 1)
+    is_noisy = torch.zeros_like(targets, dtype=torch.bool)
+    is_noisy[:, batch.length :] = True
+    select = targets != IGNORE
+    logits = _forward(model, batch, logits_to_keep=select).float()  # [n, vocab], row-major like targets[select]
+    ce = F.cross_entropy(logits, targets[select], reduction="none") * weights[select]
+    row = select.nonzero(as_tuple=True)[0]
+    noisy = is_noisy[select]
+    zeros = torch.zeros(targets.shape[0], dtype=ce.dtype, device=ce.device)
+    return zeros.index_add(0, row[noisy], ce[noisy]), zeros.index_add(0, row[~noisy], ce[~noisy])
+
+
+def dual_stream_loss(
+    model,
+    batch: DualStreamBatch,
+    w_ar: float,
+    num_items: int | torch.Tensor | None = None,
+    *,
+    normalization: str = "token",
+    num_sequences: int | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Returns (L_mask + w_ar * L_AR, {"loss_mask", "loss_ar", "sum_mask", "sum_ar"}).
+
+    ``normalization="token"``: both sums are divided by ``num_items`` (the number of response targets of the whole
+    gradient-accumulation batch, as the Trainer counts it) so that accumulation gives the same update as one big
+    batch; without it, by the number of targets of this batch. ``"sequence"`` (the authors' default,
+    ``training.loss_normalization``): each sequence's summed CE is divided by its own target count (both streams by
+    the same count) and the results are summed and divided by ``num_sequences`` (the sequences of the whole
+    accumulated batch; without it, this batch's), so every example weighs the same whatever its length. With
+    ``w_ar = 0`` the clean logits are still computed (L_AR is logged for comparison) but carry no gradient.
+    ``sum_mask`` / ``sum_ar`` are the plain summed CE in both cases (for token-weighted logging).
+    """
+    if normalization not in NORMALIZATIONS:
+        raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
+    mask_rows, ar_rows = dual_stream_row_sums(model, batch)
+    if normalization == "sequence":
+        counts = (batch.clean_targets != IGNORE).sum(dim=1).clamp(min=1).to(mask_rows.dtype)
+        term_mask, term_ar = (mask_rows / counts).sum(), (ar_rows / counts).sum()
+        denom = torch.as_tensor(num_sequences or batch.input_ids.shape[0], device=mask_rows.device)
+    else:
+        term_mask, term_ar = mask_rows.sum(), ar_rows.sum()
+        denom = torch.as_tensor(batch.num_response if num_items is None else num_items, device=mask_rows.device)
+        denom = denom.clamp(min=1)
+    loss_mask = term_mask / denom
+    loss_ar = term_ar / denom
+    loss = loss_mask + w_ar * loss_ar if w_ar else loss_mask
+    parts = {"loss_mask": loss_mask.detach(), "loss_ar": loss_ar.detach()}
+    return loss, {**parts, "sum_mask": mask_rows.sum().detach(), "sum_ar": ar_rows.sum().detach()}

@@ -1,0 +1,495 @@
+"""``mars train``: one model from one config entry -> a ``save_pretrained`` folder.
+
+The folder holds safetensors weights, the tokenizer, ``run_config.json`` (the exact spec, paths and config hash) and
+``metrics.json`` (final losses, optimizer steps, wall time).  It appears only when training has finished: work
+happens in ``<output>.work/`` (Trainer checkpoints, so a killed run resumes where it stopped) and the finished
+folder is renamed into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import torch
+from datasets import Dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+from transformers.trainer_utils import get_last_checkpoint
+from trl import SFTConfig
+
+from mars.pipeline.config import ConfigError, TrainSpec, check_spec, resolve_grad_accum
+from mars.pipeline.tracking import MLflowLossCallback, config_hash, log_metrics, mlflow_run
+from mars.training.data import load_records, prompt_messages
+from mars.training.objective import IGNORE
+from mars.training.trainer import ARTrainer, MARSConfig, MARSTrainer
+
+
+class AbortAfterStep(TrainerCallback):
+    """Test hook: stop the process as a kill would, right after the checkpoint of ``step`` was written."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step >= self.step:
+            raise KeyboardInterrupt(f"aborted after step {state.global_step}")
+
+
+def load_init(init: str, spec: TrainSpec, mask_token: str | None = None):
+    """Model and tokenizer of the starting checkpoint, with the checks a bad checkpoint must fail.
+
+    ``mask_token`` names an EXISTING token to use as [MASK] when the tokenizer has none (Qwen2.5: a reserved
+    token), so the model gains no parameters.
+    """
+    from mars.decoding.generation import _load_errors, check_checkpoint, checkpoint_error
+
+    init = str(check_checkpoint(init, "--init"))  # a missing local folder fails here, with no hub lookup
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(init)
+    except _load_errors() as exc:
+        raise ConfigError(checkpoint_error(init, exc)) from None
+    if mask_token and tokenizer.mask_token_id is None:
+        if mask_token not in tokenizer.get_vocab():
+            raise ConfigError(f"mask token {mask_token!r} is not in the vocabulary of {init}")
+        tokenizer.mask_token = mask_token
+    if spec.method in ("mars", "block_diffusion") and tokenizer.mask_token_id is None:
+        raise ConfigError(f"tokenizer of {init} has no mask token; method {spec.method} needs one")
+    if tokenizer.pad_token_id is None:
+        raise ConfigError(f"tokenizer of {init} has no pad token")
+    try:
+        if spec.architecture:
+            model = fresh_model(init, spec.architecture, spec.seed)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(init, dtype=torch.float32)
+    except _load_errors() as exc:  # (a truncated safetensors file included)
+        raise ConfigError(checkpoint_error(init, exc)) from None
+    return model, tokenizer
+
+
+def fresh_model(init: str, architecture: dict, seed: int):
+    """A new randomly initialised model (seeded by ``seed``) of the init checkpoint's configuration with the
+    ``architecture`` keys changed (a model entry's ``architecture``: the smaller draft of Table 6); the init's
+    weights are not read. Per-layer lists derived from the layer count (``layer_types``) and the head size are
+    re-derived for the new shape."""
+    from transformers import AutoConfig
+
+    base = AutoConfig.from_pretrained(init)
+    fields = base.to_dict()
+    for derived in ("layer_types", "head_dim"):
+        fields.pop(derived, None)
+    fields.update(architecture)
+    config = type(base)(**fields)
+    if config.hidden_size % config.num_attention_heads or config.num_attention_heads % config.num_key_value_heads:
+        raise ConfigError(
+            f"architecture {architecture}: hidden_size must be divisible by num_attention_heads, and "
+            "num_key_value_heads must divide num_attention_heads"
+        )
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+
+
+def _chat_ids(tokenizer, messages: list[dict], generation_prompt: bool = False) -> list[int]:
+    return list(
+        tokenizer.apply_chat_template(
+            messages, add_generation_prompt=generation_prompt, tokenize=True, return_dict=True
+        )["input_ids"]
+    )
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def tokenize_conversation(
+    tokenizer, messages: list[dict], every_token: bool = False, turns: str = "all"
+) -> tuple[list[int], list[int]]:
+    """(input_ids, labels) of one chat-formatted conversation; labels are -100 outside the trained tokens.
+
+    ``turns="all"``: every assistant turn after the first user-side message is trained (standard multi-turn SFT, as
+    TRL's ``assistant_only_loss``); ``turns="last"``: only the last message (the authors' recipe: everything before
+    it is prompt; ``training.loss_turns``). A turn's tokens are found as TRL finds a completion: they start
+    where the conversation before it, rendered with the generation prompt, stops matching the whole conversation, and
+    end where the conversation through it does (so the end-of-turn token and what the template puts after it are
+    trained, as TRL's prompt-completion path does). This works with any chat template that renders earlier turns the
+    same way whatever follows them (ChatML, Qwen2.5), without ``{% generation %}`` markers. ``every_token``: the
+    plain LM of the tiny base, where every token carries loss.
+    """
+    ids = _chat_ids(tokenizer, messages)
+    if every_token:
+        return ids, list(ids)
+    labels = [IGNORE] * len(ids)
+    if turns not in ("all", "last"):
+        raise ValueError(f"turns must be 'all' or 'last', got {turns!r}")
+    first = len(messages) - 1 if turns == "last" else 1
+    for turn in range(max(first, 1), len(messages)):
+        if messages[turn]["role"] != "assistant":
+            continue
+        start = _common_prefix(_chat_ids(tokenizer, messages[:turn], generation_prompt=True), ids)
+        end = len(ids) if turn == len(messages) - 1 else _common_prefix(_chat_ids(tokenizer, messages[: turn + 1]), ids)
+        labels[start:end] = ids[start:end]
+    return ids, labels
+
+
+def build_dataset(records: list[dict], tokenizer, spec: TrainSpec) -> Dataset:
+    """The tokenized training set (``input_ids``, ``labels``); TRL truncates it to ``max_length`` (keeping the start).
+
+    An example whose first trained token lies at or beyond ``max_length`` (a prompt that leaves no room for a
+    response) is dropped: the number dropped is ``len(records) - len(dataset)``. Only an empty result is an error.
+    """
+    if not records:
+        raise ConfigError("the training data set is empty")
+    rows = {"input_ids": [], "labels": []}
+    for record in records:
+        messages = prompt_messages(record) + [{"role": "assistant", "content": record["response"]}]
+        ids, labels = tokenize_conversation(tokenizer, messages, every_token=spec.method == "lm", turns=spec.loss_turns)
+        if all(label == IGNORE for label in labels[: spec.max_length]):
+            continue
+        rows["input_ids"].append(ids)
+        rows["labels"].append(labels)
+    if not rows["input_ids"]:
+        raise ConfigError(
+            f"all {len(records)} examples have a prompt of at least max_length={spec.max_length} tokens: "
+            "raise max_length or filter the data"
+        )
+    return Dataset.from_dict(rows)
+
+
+def training_slice(records: list[dict], heldout: list[dict]) -> list[dict]:
+    """As many training records as ``heldout`` holds, in its mixture, so that their loss gap is the generalisation
+    gap and not a difference of content: per family (the tiny world's ``family`` key) as many records of that family
+    as the held-out set has, evenly spaced over that family's records (records of families the held-out set lacks,
+    such as the tiny world's fact records, are not drawn); without families (an hf world, whose held-out set is a
+    uniform subsample), evenly spaced over all records."""
+
+    def spaced(pool: list[dict], n: int) -> list[dict]:
+        n = min(n, len(pool))
+        return [pool[int(i * len(pool) / n)] for i in range(n)]
+
+    if not all("family" in r for r in heldout):
+        return spaced(records, len(heldout))
+    wanted = Counter(r["family"] for r in heldout)
+    return [r for family, n in wanted.items() for r in spaced([r for r in records if r.get("family") == family], n)]
+
+
+def eval_datasets(data_dir: str | Path, spec: TrainSpec, tokenizer, records: list[dict]) -> dict[str, Dataset] | None:
+    """What the held-out next-token loss is measured on: ``heldout`` (``<data>/heldout.jsonl``: records of the same
+    generators / data set that are in no training set) and ``train``, the same mixture drawn from the training
+    ``records`` (training_slice). Their gap is the generalisation gap of next-token prediction. None without
+    ``eval_steps`` or without a held-out file."""
+    path = Path(data_dir) / "heldout.jsonl"
+    if spec.eval_steps is None or not path.is_file():
+        return None
+    heldout = load_records(data_dir, "heldout")
+    return {
+        "heldout": build_dataset(heldout, tokenizer, spec),
+        "train": build_dataset(training_slice(records, heldout), tokenizer, spec),
+    }
+
+
+def sft_config(spec: TrainSpec, work_dir: Path, grad_accum: int, evaluate: bool = False) -> SFTConfig:
+    """The trainer's arguments of one model entry: a MARSConfig (TRL's SFTConfig plus the MARS fields) for the
+    dual-stream methods, TRL's SFTConfig for AR SFT and the plain-LM base."""
+    mars_fields = (
+        dict(
+            block_size=spec.block_size,
+            w_ar=spec.w_ar,
+            variant=spec.variant,
+            loss_normalization=spec.loss_normalization,
+            pad_to_block=spec.pad_to_block,
+            mask_loss_weighting=spec.mask_loss_weighting,
+            loss_turns=spec.loss_turns,
+        )
+        if spec.method in ("mars", "block_diffusion")
+        else {}
+    )
+    return (MARSConfig if mars_fields else SFTConfig)(
+        **mars_fields,
+        output_dir=str(work_dir),
+        num_train_epochs=spec.epochs,
+        max_steps=spec.max_steps,
+        per_device_train_batch_size=spec.batch_size,
+        gradient_accumulation_steps=grad_accum,
+        learning_rate=spec.learning_rate,
+        lr_scheduler_type=spec.lr_scheduler,
+        warmup_steps=spec.warmup_ratio,  # a float < 1 is a ratio of the total steps
+        weight_decay=spec.weight_decay,
+        max_length=spec.max_length,
+        bf16=spec.bf16,
+        activation_checkpointing=spec.activation_checkpointing,  # TRL's default is on; set explicitly
+        packing=False,
+        padding_free=False,
+        completion_only_loss=spec.method != "lm",
+        seed=spec.seed,
+        data_seed=spec.seed,
+        save_strategy="steps",
+        save_steps=spec.save_steps,
+        save_total_limit=1,
+        logging_steps=spec.logging_steps,
+        eval_strategy="steps" if evaluate else "no",
+        eval_steps=spec.eval_steps if evaluate else None,
+        per_device_eval_batch_size=spec.batch_size,
+        prediction_loss_only=True,
+        report_to="none",
+        disable_tqdm=False,
+        dataloader_num_workers=0,
+        use_cpu=not torch.cuda.is_available(),
+        dataset_num_proc=None,
+    )
+
+
+def processes() -> int:
+    """Data-parallel copies of the model in this run, each taking ``batch_size`` examples per micro-batch: the
+    processes of a distributed launch (WORLD_SIZE, set by ``accelerate launch`` and torchrun), else the GPUs over which
+    the Trainer's DataParallel splits one process's batch (one on CPU or a single GPU)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1:
+        return world
+    return max(torch.cuda.device_count(), 1) if torch.cuda.is_available() else 1
+
+
+def is_main_process() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def make_trainer(spec: TrainSpec, model, tokenizer, dataset: Dataset, work_dir: Path, callbacks=(), eval_dataset=None):
+    count = processes()
+    grad_accum = resolve_grad_accum(spec, count)
+    args = sft_config(spec, work_dir, grad_accum, evaluate=eval_dataset is not None)
+    common = dict(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        eval_dataset=eval_dataset,
+        processing_class=tokenizer,
+        callbacks=list(callbacks),
+        sort_micro_batches=spec.sort_micro_batches,
+    )
+    if spec.method in ("lm", "ar"):
+        trainer = ARTrainer(**common)
+    else:
+        trainer = MARSTrainer(**common, mask_token_id=tokenizer.mask_token_id)
+    per_step = trainer.args.train_batch_size * trainer.args.gradient_accumulation_steps * trainer.args.world_size
+    if per_step != spec.batch_size * grad_accum * count:  # the Trainer saw another number of processes than we did
+        raise RuntimeError(
+            f"the Trainer's batch per optimizer step is {per_step}, expected {spec.batch_size * grad_accum * count}"
+        )
+    return trainer
+
+
+class Preempted(SystemExit):
+    """The run was told to stop (SIGTERM, SIGUSR1, Ctrl-C's SIGINT) and saved a Trainer checkpoint: exit status
+    128 + the signal, so that the job fails and a resubmitted one resumes from the checkpoint."""
+
+
+class PreemptionCallback(TrainerCallback):
+    """On SIGTERM or SIGUSR1 (SLURM sends one before the time limit with ``sbatch --signal``) or SIGINT (Ctrl-C),
+    save a checkpoint at the end of the current optimizer step and stop; a second Ctrl-C stops at once. With several
+    processes the flag is agreed on by all of them at every step (a signal reaches them at slightly different
+    times), so they save and stop together."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+
+    def __init__(self):
+        self.signum = 0
+        self._previous = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread only
+            return
+        for signum in self.SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._handle)
+
+    def uninstall(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    def _handle(self, signum, frame) -> None:
+        if signum == signal.SIGINT and self.signum == signal.SIGINT:
+            raise KeyboardInterrupt  # Ctrl-C twice: do not wait for the step's end
+        self.signum = signum
+
+    def on_step_end(self, args, state, control, **kwargs):
+        signum = self.signum
+        if args.world_size > 1:
+            flag = torch.tensor([signum], device=args.device)
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+            signum = int(flag)
+        if signum:
+            self.signum = signum
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+
+def _final_state_dict(trainer, bf16: bool) -> dict | None:
+    """The full weights on the main process (None elsewhere); every process must call this (FSDP gathers shards).
+    bf16 runs are saved in bf16, the precision they were trained and are evaluated in, like the Base checkpoint."""
+    state_dict = trainer.accelerator.get_state_dict(trainer.model_wrapped)
+    if state_dict is None or not trainer.accelerator.is_main_process:
+        return None
+    if bf16:
+        state_dict = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state_dict.items()}
+    return state_dict
+
+
+def train(
+    spec: TrainSpec,
+    *,
+    init: str,
+    data_dir: str,
+    output: str,
+    experiment: str = "default",
+    run_name: str | None = None,
+    results_dir: str = "results",
+    tags: dict | None = None,
+    mask_token: str | None = None,
+    abort_after_step: int | None = None,
+) -> dict:
+    """Train one model; returns the final metrics. Raises ConfigError on bad input before writing anything.
+
+    Under a distributed launch (``accelerate launch``) every process runs this; only the main one logs to MLflow and
+    writes the output folder.
+    """
+    check_spec(spec)
+    output_path = Path(output)
+    if (output_path / "metrics.json").is_file():
+        raise ConfigError(f"output folder already holds a finished model: {output}")
+    if output_path.exists():
+        raise ConfigError(f"output path exists and is not a finished model (remove it first): {output}")
+    launched = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")  # set by `accelerate launch` from its config
+    if launched not in ("no", "bf16" if spec.bf16 else "no"):
+        raise ConfigError(
+            f"config key 'training.bf16': {spec.bf16}, but the accelerate config launched this run with "
+            f"mixed_precision {launched!r}: make them agree"
+        )
+    count = processes()
+    grad_accum = resolve_grad_accum(spec, count)
+    effective_batch = spec.batch_size * grad_accum * count
+    main = is_main_process()
+    model, tokenizer = load_init(init, spec, mask_token)
+    records = load_records(data_dir, spec.split)
+    dataset = build_dataset(records, tokenizer, spec)
+    dropped = len(records) - len(dataset)
+    if dropped and main:
+        print(
+            f"mars train: dropped {dropped} of {len(records)} examples whose prompt is at least "
+            f"max_length={spec.max_length} tokens long",
+            file=sys.stderr,
+        )
+    evals = eval_datasets(data_dir, spec, tokenizer, records)
+    if spec.threads:
+        torch.set_num_threads(spec.threads)
+
+    work_dir = output_path.with_name(output_path.name + ".work")
+    work_dir.mkdir(parents=True, exist_ok=True)
+    last = get_last_checkpoint(str(work_dir)) if work_dir.exists() else None
+    run_file = work_dir / "mlflow_run_id"
+    run_id = run_file.read_text().strip() if last and run_file.is_file() else None
+    preemption = PreemptionCallback()
+    callbacks = [MLflowLossCallback(), preemption]
+    if abort_after_step is not None:
+        callbacks.append(AbortAfterStep(abort_after_step))
+    started = time.time()
+    tracking = (
+        mlflow_run(
+            experiment,
+            run_name or output_path.name,
+            results_dir=results_dir,
+            run_id=run_id,
+            tags={"kind": "train", "method": spec.method, **(tags or {})},
+            params={**spec.to_dict(), "init": init, "processes": count, "grad_accum_used": grad_accum},
+        )
+        if main
+        else contextlib.nullcontext()
+    )
+    with tracking as mlflow:
+        if main:
+            run_file.write_text(mlflow.active_run().info.run_id)
+        trainer = make_trainer(spec, model, tokenizer, dataset, work_dir, callbacks, eval_dataset=evals)
+        preemption.install()
+        try:
+            result = trainer.train(resume_from_checkpoint=last)
+        finally:
+            preemption.uninstall()
+        if preemption.signum:
+            name = signal.Signals(preemption.signum).name
+            if main:
+                checkpoint = work_dir / f"checkpoint-{trainer.state.global_step}"
+                print(
+                    f"mars train: {name} received; saved {checkpoint}: rerun the same command to resume from it",
+                    file=sys.stderr,
+                )
+            raise Preempted(128 + preemption.signum)
+        evaluated = [h for h in trainer.state.log_history if "eval_heldout_loss" in h]
+        if evals is not None and (not evaluated or evaluated[-1]["step"] != trainer.state.global_step):
+            trainer.evaluate()  # the final held-out loss (every process takes part)
+        evaluated = [h for h in trainer.state.log_history if "eval_heldout_loss" in h]
+        on_train = [h for h in trainer.state.log_history if "eval_train_loss" in h]
+        history = [h for h in trainer.state.log_history if "loss" in h]
+        metrics = {
+            "train_loss": result.training_loss,
+            "final_loss": history[-1]["loss"] if history else None,
+            "final_loss_mask": history[-1].get("loss_mask") if history else None,
+            "final_loss_ar": history[-1].get("loss_ar") if history else None,
+            "first_loss": history[0]["loss"] if history else None,
+            # next-token loss of the final weights on held-out records and on as many training records
+            "final_heldout_loss": evaluated[-1]["eval_heldout_loss"] if evaluated else None,
+            "final_train_slice_loss": on_train[-1]["eval_train_loss"] if on_train else None,
+            "optimizer_steps": trainer.state.global_step,
+            "epochs": trainer.state.epoch,
+            "train_runtime_s": result.metrics.get("train_runtime"),
+            "wall_time_s": time.time() - started,  # this process only; a resumed run's earlier part is not included
+            "resumed_from": last,
+            "num_examples": len(dataset),
+            "dropped_examples": dropped,
+            "processes": count,
+            "grad_accum": grad_accum,
+            "effective_batch": effective_batch,
+        }
+        state_dict = _final_state_dict(trainer, spec.bf16)
+        if main:
+            log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
+            tmp = output_path.with_name(output_path.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            unwrapped = trainer.accelerator.unwrap_model(trainer.model_wrapped)
+            unwrapped.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
+            if spec.bf16:  # save_pretrained records the dtype of the (fp32 master) parameters, not of the state dict
+                config_file = tmp / "config.json"
+                config = json.loads(config_file.read_text())
+                config["dtype"] = "bfloat16"
+                config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+            tokenizer.save_pretrained(tmp)
+            run_config = {
+                "spec": spec.to_dict(),
+                "init": init,
+                "data_dir": str(data_dir),
+                "experiment": experiment,
+                "spec_hash": config_hash(spec.to_dict()),
+                "mlflow_run_id": mlflow.active_run().info.run_id,
+                "processes": count,
+                "grad_accum": grad_accum,
+                "effective_batch": effective_batch,
+                "log_history": trainer.state.log_history,
+            }
+            (tmp / "run_config.json").write_text(json.dumps(run_config, indent=2, default=str))
+            (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
+            mlflow.log_artifact(str(tmp / "run_config.json"))
+            os.replace(tmp, output_path)
+        trainer.accelerator.wait_for_everyone()
+    if main:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    return metrics
