@@ -75,6 +75,7 @@ def table(results: str | Path) -> pd.DataFrame:
         m, c = seeds(mars), seeds(cont)
         spec = read_json(results / "models" / mars / "run_config.json")["spec"]
         row = {"setting": label, "mars": mars, "continuation": cont, **{k: spec.get(k) for k in RECIPE_KEYS}}
+        row["learning_rate"] = f"{row['learning_rate']:g}"  # (a number would be rounded to 0.0 with the scores)
         row.update(mars_avg=_mean(m), continuation_avg=_mean(c), ar_sft_avg=_mean(ar))
         for name, ref in (("cont", c), ("ar", ar)):
             delta, se, n = difference(m, ref)
