@@ -376,7 +376,10 @@ def test_base_row_hub_id_and_snapshot_folder_are_evaluated(trained_tiny, tmp_pat
         text=True,
         timeout=300,
     )
-    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith("error: checkpoint not found")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: --model mars-test/absent: neither a folder nor a hub model in the local cache (offline)"
+    )
 
 
 def test_mask_token_of_the_world_serves_a_hub_model_without_one(trained_tiny):

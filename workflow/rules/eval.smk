@@ -36,8 +36,7 @@ EVAL_COMMAND = (
     " --output {params.out}/{{family}}.json --results-dir {RESULTS_ROOT}"
     " --tag rule={rule} --tag model={wildcards.model} > {log} 2>&1"
 )
-EVAL_WILDCARDS = dict(metric="|".join(X.ACCEPTANCE_METRICS), tau=r"[0-9.]+", model="|".join([*config["models"],
-# "world"]))
+EVAL_WILDCARDS = dict(metric="|".join(X.ACCEPTANCE_METRICS), tau=r"[0-9.]+", model="|".join([*config["models"], "world"]))
 
 
 rule evaluate:
