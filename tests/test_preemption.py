@@ -103,9 +103,10 @@ def test_a_bf16_run_saves_a_bf16_checkpoint(small_init, tmp_path):
     assert AutoModelForCausalLM.from_pretrained(out, dtype="auto").dtype == torch.bfloat16
 
 
-def test_the_handler_flags_each_signal_and_a_second_ctrl_c_stops_at_once():
+def test_the_handler_flags_the_first_signal_and_ignores_the_rest():
     """SIGTERM, SIGUSR1 (what ``sbatch --signal`` sends) and SIGINT are flagged for the step's end, where the
-    Trainer saves and stops; a second SIGINT raises at once."""
+    Trainer saves and stops; a later signal neither raises nor replaces the first (under ``accelerate launch`` one
+    Ctrl-C reaches a worker twice, and the save must not be cut short)."""
     from types import SimpleNamespace
 
     from mars.training.train import PreemptionCallback
@@ -113,17 +114,27 @@ def test_the_handler_flags_each_signal_and_a_second_ctrl_c_stops_at_once():
     callback = PreemptionCallback()
     callback.install()
     try:
-        for signum in (signal.SIGTERM, signal.SIGUSR1):
+        for signum in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
+            callback.signum = 0
             os.kill(os.getpid(), signum)
             assert callback.signum == signum
             control = SimpleNamespace(should_save=False, should_training_stop=False)
             callback.on_step_end(SimpleNamespace(world_size=1), None, control)
             assert control.should_save and control.should_training_stop
-            callback.signum = 0
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)  # a second signal: nothing raised, the first one kept
         assert callback.signum == signal.SIGINT
-        with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)
     finally:
         callback.uninstall()
     assert signal.getsignal(signal.SIGINT) is not callback._handle
+
+
+def test_a_checkpoint_cut_short_while_saving_is_not_resumed_from(tmp_path):
+    from mars.training.train import last_complete_checkpoint
+
+    assert last_complete_checkpoint(tmp_path) is None
+    for step in (5, 10, 50):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        (tmp_path / f"checkpoint-{step}" / "model.safetensors").write_bytes(b"x")
+    for step in (5, 10):  # checkpoint-50 lost its trainer_state.json, the Trainer's last file
+        (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    assert last_complete_checkpoint(tmp_path) == str(tmp_path / "checkpoint-10")  # numeric order: 10 after 5

@@ -22,7 +22,6 @@ from pathlib import Path
 import torch
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig
 
 from mars.pipeline.config import ConfigError, TrainSpec, check_spec, resolve_grad_accum
@@ -289,6 +288,16 @@ def make_trainer(spec: TrainSpec, model, tokenizer, dataset: Dataset, work_dir: 
     return trainer
 
 
+def last_complete_checkpoint(work_dir: Path) -> str | None:
+    """The newest Trainer checkpoint in ``work_dir`` that was written to the end (its ``trainer_state.json``, the
+    Trainer's last file, exists): a run killed while saving resumes from the one before."""
+    steps = sorted(
+        (int(p.name.split("-")[1]), p) for p in Path(work_dir).glob("checkpoint-*") if p.name.split("-")[1].isdigit()
+    )
+    complete = [p for _, p in steps if (p / "trainer_state.json").is_file()]
+    return str(complete[-1]) if complete else None
+
+
 class Preempted(SystemExit):
     """The run was told to stop (SIGTERM, SIGUSR1, Ctrl-C's SIGINT) and saved a Trainer checkpoint: exit status
     128 + the signal, so that the job fails and a resubmitted one resumes from the checkpoint."""
@@ -296,9 +305,10 @@ class Preempted(SystemExit):
 
 class PreemptionCallback(TrainerCallback):
     """On SIGTERM or SIGUSR1 (SLURM sends one before the time limit with ``sbatch --signal``) or SIGINT (Ctrl-C),
-    save a checkpoint at the end of the current optimizer step and stop; a second Ctrl-C stops at once. With several
-    processes the flag is agreed on by all of them at every step (a signal reaches them at slightly different
-    times), so they save and stop together."""
+    save a checkpoint at the end of the current optimizer step and stop. Further signals change nothing (under
+    ``accelerate launch`` one Ctrl-C reaches each worker twice, from the terminal and from the launcher; a save must
+    not be cut short); Ctrl-\\ (SIGQUIT) stops at once. With several processes the flag is agreed on by all of them
+    at every step (a signal reaches them at slightly different times), so they save and stop together."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 
@@ -318,9 +328,7 @@ class PreemptionCallback(TrainerCallback):
         self._previous = {}
 
     def _handle(self, signum, frame) -> None:
-        if signum == signal.SIGINT and self.signum == signal.SIGINT:
-            raise KeyboardInterrupt  # Ctrl-C twice: do not wait for the step's end
-        self.signum = signum
+        self.signum = self.signum or signum
 
     def on_step_end(self, args, state, control, **kwargs):
         signum = self.signum
@@ -396,7 +404,7 @@ def train(
 
     work_dir = output_path.with_name(output_path.name + ".work")
     work_dir.mkdir(parents=True, exist_ok=True)
-    last = get_last_checkpoint(str(work_dir)) if work_dir.exists() else None
+    last = last_complete_checkpoint(work_dir)
     run_file = work_dir / "mlflow_run_id"
     run_id = run_file.read_text().strip() if last and run_file.is_file() else None
     preemption = PreemptionCallback()
