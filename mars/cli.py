@@ -102,6 +102,8 @@ def _generate(args) -> None:
         prompts += [r["prompt"] for r in load_records(path.parent, path.stem)]
     if not prompts:
         raise ConfigError("no prompts: give --prompt TEXT or --prompts-file FILE.jsonl")
+    if not (Path(args.model) / "config.json").is_file():  # (before its window is looked up in that file)
+        raise ConfigError(f"model checkpoint not found (no config.json): {args.model}")
     block_size = decoding_window(args.model, args.method, args.tau, args.block_size)
     check_decoding_args(args.method, args.cache, args.metric, args.tau, block_size, args.cache_block_size)
     if args.max_new_tokens < 1:
@@ -171,11 +173,18 @@ def _bench(args) -> None:
 
     settings = {k: v for k, v in schema_defaults("bench").items() if k in BENCH_SETTINGS}
     settings["dtype"] = schema_defaults("eval")["dtype"]  # (evaluations and the benchmark load models alike)
-    settings.update(parse_job(args.job, BENCH_SETTINGS) if args.job else {})
-    for key in BENCH_SETTINGS:
-        if getattr(args, key, None) is not None:
-            settings[key] = _ints(getattr(args, key)) if key.endswith("_sizes") else getattr(args, key)
-    validate_flags("bench", settings)  # (before the model is loaded: nothing runs on a bad flag)
+    job = parse_job(args.job, BENCH_SETTINGS) if args.job else {}
+    validate_flags("bench", job, job=True)
+    settings.update(job)
+    flags = {
+        key: _ints(getattr(args, key)) if key.endswith("_sizes") else getattr(args, key)
+        for key in BENCH_SETTINGS
+        if getattr(args, key, None) is not None
+    }
+    validate_flags("bench", flags)  # (before the model is loaded: nothing runs on a bad flag)
+    if flags.get("block_size", 1) < 1:
+        raise ConfigError(f"--block-size must be >= 1, got {flags['block_size']}")
+    settings.update(flags)
     rows = run_bench(
         args.model,
         args.data,
@@ -219,11 +228,16 @@ def _speculate(args) -> None:
     # acceptance metric and dtype
     settings = schema_defaults("speculative")
     settings.update(metric=schema_defaults("eval")["metric"], dtype=schema_defaults("eval")["dtype"])
-    settings.update(parse_job(args.job, SPECULATE_SETTINGS) if args.job else {})
-    for key in ("k", "tau", "num_prompts", "max_new_tokens", "threads", "block_size"):
-        if getattr(args, key, None) is not None:
-            settings[key] = getattr(args, key)
-    validate_flags("speculative", settings)
+    job = parse_job(args.job, SPECULATE_SETTINGS) if args.job else {}
+    validate_flags("speculative", job, job=True)
+    settings.update(job)
+    flags = {
+        key: getattr(args, key)
+        for key in ("k", "tau", "num_prompts", "max_new_tokens", "threads", "block_size")
+        if getattr(args, key, None) is not None
+    }
+    validate_flags("speculative", flags)
+    settings.update(flags)
     paths = {role: getattr(args, role) for role in ROLES}
     if not settings.get("block_size"):
         settings["block_size"] = default_window(paths["target_mars"], "mars") or 0

@@ -110,14 +110,27 @@ def test_bench_flags_are_checked_by_the_config_schema_before_the_bench(flags, ne
     assert not out.exists()
 
 
+def test_bench_block_size_below_one_and_a_job_value_is_not_blamed_on_a_flag(tmp_path, capsys):
+    out = tmp_path / "bench"
+    assert main(["bench", "--model", str(tmp_path / "never_loaded"), "--output", str(out), "--block-size", "0"]) == 2
+    assert error_lines(capsys) == ["error: --block-size must be >= 1, got 0"]
+    # a bad value in --job is named as the job's key, not as a flag that was not given
+    assert main(["bench", "--model", str(tmp_path / "nope"), "--output", str(out), "--job", '{"reps": 0}']) == 2
+    assert error_lines(capsys) == ["error: --job key 'reps': 0 is less than the minimum of 1"]
+
+
 def test_speculate_flags_are_checked_by_the_config_schema(tmp_path, capsys):
     roles = [x for role in ("target-ar", "target-mars", "draft-ar", "draft-mars") for x in (f"--{role}", "nope")]
     assert main(["speculate", *roles, "--output", str(tmp_path / "spec"), "--k", "0"]) == 2
     assert error_lines(capsys) == ["error: --k: 0 is less than the minimum of 1"]
 
 
-def test_generate_refuses_a_window_below_one_and_a_window_it_cannot_know(small_init, capsys):
+def test_generate_refuses_a_window_below_one_and_a_window_it_cannot_know(small_init, tmp_path, capsys):
+    assert main(["generate", "--model", str(tmp_path / "nope"), "--prompt", "hi", "--tau", "0.9"]) == 2
+    assert error_lines(capsys) == [f"error: model checkpoint not found (no config.json): {tmp_path / 'nope'}"]
     model = str(small_init / "init")  # an AR checkpoint: its config.json names no block size
+    assert main(["generate", "--model", model, "--prompt", "hi", "--tau", "0"]) == 2
+    assert error_lines(capsys) == ["error: tau must be in (0, 1], got 0.0"]
     assert main(["generate", "--model", model, "--prompt", "hi", "--block-size", "0"]) == 2
     assert error_lines(capsys) == ["error: --block-size must be an integer >= 1, got 0"]
     assert main(["generate", "--model", model, "--prompt", "hi", "--tau", "0.9"]) == 2

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from mars.decoding.engine import NEEDS_MASK, decoding_settings, generate
+from mars.decoding.engine import NEEDS_MASK, _as_float, _check_tau, decoding_settings, generate
 from mars.pipeline.config import ConfigError
 
 
@@ -113,8 +113,8 @@ def checkpoint_error(path, exc: BaseException) -> str:
 
 def trained_block_size(path: str | Path) -> int | None:
     """The block size a MARS or block-diffusion checkpoint was trained with, so that it is decoded with the same
-    window: its config.json's ``mars.block_size`` (mars.training.train.decoding_fields), else (checkpoints from before
-    that field) its run_config.json; None for any other checkpoint."""
+    window: its config.json's ``mars.block_size`` (written by mars.training.trainer.MARSTrainer), else (checkpoints
+    from before that field) its run_config.json; None for any other checkpoint."""
     config_file = Path(path) / "config.json"
     if config_file.is_file():
         try:
@@ -152,6 +152,11 @@ def decoding_window(path: str | Path, method: str, tau: float, block_size: int |
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
             raise ConfigError(f"--block-size must be an integer >= 1, got {block_size!r}")
         return block_size
+    try:  # (the tau check of mars.decoding.engine.decoding_settings, first: a bad tau is named as such)
+        tau = _as_float("tau", tau)
+        _check_tau(tau)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     window = default_window(path, method)
     if window is None and method in ("mars", "mars_lossless", "block_diffusion") and tau < 1:
         raise ConfigError(

@@ -87,9 +87,9 @@ def validate_section(section: str, value: dict) -> dict:
     return value
 
 
-def validate_flags(section: str, values: dict) -> None:
-    """Command-line flags that set keys of a config section (``mars bench --reps``) are checked by the same schema
-    as the config, each reported as one line naming its flag."""
+def validate_flags(section: str, values: dict, job: bool = False) -> None:
+    """Command-line flags that set keys of a config section (``mars bench --reps``), or the keys of a ``--job``
+    (``job=True``), are checked by the same schema as the config, each reported as one line naming its flag or key."""
     schema = load_schema()
     props = schema["properties"][section].get("properties", {})
     for key, value in values.items():
@@ -99,7 +99,9 @@ def validate_flags(section: str, values: dict) -> None:
             jsonschema.Draft202012Validator({**props[key], "$defs": schema["$defs"]}).iter_errors(value)
         )
         if error is not None:
-            raise ConfigError(f"--{key.replace('_', '-')}: {error.message}")
+            raise ConfigError(
+                f"--job key {key!r}: {error.message}" if job else f"--{key.replace('_', '-')}: {error.message}"
+            )
 
 
 DEFAULT_RESULTS_DIR = load_schema()["properties"]["results_dir"]["default"]
