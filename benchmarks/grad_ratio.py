@@ -7,7 +7,7 @@ over batches of ||g_mask||, ||g_AR||, their ratio and their cosine. A ratio well
 training means the masked stream dominates the summed gradient (before Adam's per-parameter scaling); w_AR = 2
 halves the ratio of the weighted terms.
 
-    python benchmarks/grad_ratio.py --data results/tiny/world/data --output docs/tiny_run/tables/grad_ratio.csv \\
+    python benchmarks/grad_ratio.py --data results/tiny/world/data --output docs/recipe_study_grad_ratio.csv \\
         results/tiny/models/ar_sft_5ep results/tiny/models/mars_b4 results/tiny/models/mars_b4_war2
 """
 
