@@ -14,9 +14,9 @@ SLURM=$(mktemp -d /tmp/mars-ci-slurm.XXXX)
 NAME=paper-0.5b-mirror
 
 # The 0.5B rehearsal builds Tables 2, 5 and 9: every training method of the paper config (AR SFT, MARS with and
-# without L_AR, block diffusion) on the hf world under 2 DDP processes, the paper-profile evaluations, the wall-clock bench and
-# Jacobi decoding. Every other table and figure is the same code on other rows: the tiny world's whole workflow
-# (pytest -m pipeline) builds all of them.
+# without L_AR, block diffusion) on the hf world under 2 DDP processes, the paper-profile evaluations, the wall-clock
+# bench and Jacobi decoding. Every other table and figure is the same code on other rows: the tiny world's whole
+# workflow (pytest -m pipeline) builds all of them.
 SLURM_TABLES=table5,table9
 echo "== rehearsal of configs/paper-0.5b.yaml (Tables 2, 5, 9), local"
 MARS_REHEARSAL_TABLES=table2,$SLURM_TABLES MARS_REHEARSAL_OUT=$LOCAL timeout --signal=INT --kill-after=60 1200 \
