@@ -87,6 +87,7 @@ def _train(args) -> None:
 def _generate(args) -> None:
     from mars.decoding.generation import (
         check_decoding_args,
+        checkpoint_folder,
         decoding_window,
         generate_text,
         load_model,
@@ -102,8 +103,7 @@ def _generate(args) -> None:
         prompts += [r["prompt"] for r in load_records(path.parent, path.stem)]
     if not prompts:
         raise ConfigError("no prompts: give --prompt TEXT or --prompts-file FILE.jsonl")
-    if not (Path(args.model) / "config.json").is_file():  # (before its window is looked up in that file)
-        raise ConfigError(f"model checkpoint not found (no config.json): {args.model}")
+    checkpoint_folder(args.model)  # (before its window is looked up in its config.json)
     block_size = decoding_window(args.model, args.method, args.tau, args.block_size)
     check_decoding_args(args.method, args.cache, args.metric, args.tau, block_size, args.cache_block_size)
     if args.max_new_tokens < 1:

@@ -59,6 +59,14 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: str | torch.device | 
     return DTYPES[dtype]
 
 
+def checkpoint_folder(path: str | Path) -> Path:
+    """``path`` as a local checkpoint folder (one with a config.json), or ConfigError."""
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"model checkpoint not found (no config.json): {path}")
+    return path
+
+
 def load_model(
     path: str | Path,
     dtype: str | torch.dtype | None = "auto",
@@ -69,9 +77,7 @@ def load_model(
     CUDA when available)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = Path(path)
-    if not (path / "config.json").is_file():
-        raise ConfigError(f"model checkpoint not found (no config.json): {path}")
+    path = checkpoint_folder(path)
     device = resolve_device(device)
     dtype = resolve_dtype(dtype, device)
     try:
