@@ -1,4 +1,5 @@
-"""The ``mars`` command line: ``mars world | train | generate | bench | speculate | eval | report | mirror | prefetch``.
+"""The ``mars`` command line: ``mars world | train | generate | bench | speculate | eval | report | mirror | prefetch |
+import-smollm2 | text-loss``.
 
 Bad input (config, flags, checkpoints, data) prints one ``error:`` line and exits with status 2.
 """
@@ -294,7 +295,9 @@ def _report(args) -> None:
             config = load_config(args.config)
             results_dir = args.results_dir or config["results_dir"]
             job = study_job(config) if args.name == STUDY_TABLE else table_job(config, args.name)
-        frame = make_table(job, args.results, args.output, inputs=args.inputs or None, bench_csv=args.bench)
+        frame = make_table(
+            job, args.results, args.output, inputs=args.inputs or None, bench_csv=args.bench, text_losses=args.text_loss
+        )
         print(frame.round(2).to_string(index=False))
         out = Path(args.output)
         _log_report(
@@ -428,6 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--results", help="results/<name> folder (tables)")
     report.add_argument("--bench", help="bench.csv (table5), spec.csv (table6)")
     report.add_argument("--inputs", nargs="*", default=[], help="input files (evaluation JSONs, benchmark TSVs)")
+    report.add_argument("--text-loss", nargs="*", default=[], help="real_model: `mars text-loss` records, <model>.json")
     report.add_argument("--output", required=True, help="table CSV path, or figure path stem")
     report.add_argument("--results-dir", help="folder of the MLflow store")
     report.set_defaults(run=_report)
@@ -446,6 +450,10 @@ def build_parser() -> argparse.ArgumentParser:
     from mars import smollm2  # a real model from its PyPI wheel (mars import-smollm2)
 
     smollm2.add_parser(commands)
+
+    from mars.evaluation import text_loss  # real text nobody here wrote (mars text-loss)
+
+    text_loss.add_parser(commands)
     return parser
 
 

@@ -331,3 +331,29 @@ def test_smollm2_config_starts_from_the_imported_model_and_drops_the_rows_it_doe
     assert [r.setting.model for r in X.table_rows(config, "table2")][0] == "world"
     ablations = [r.label for r in X.table_rows(config, "ablations")]
     assert "10-epoch AR" not in ablations and "AR continuation" in ablations
+
+
+def test_real_tasks_run_the_paper_profile_on_the_workflows_own_humaneval_mirror():
+    cfg = validate(yaml.safe_load((ROOT / "configs" / "smollm2-135m.yaml").read_text()))
+    assert X.tables(cfg)[-1] == X.REAL_TABLE
+    job = X.eval_job(cfg, "mars_b4", "mars", 0.95, "probability", "real")
+    assert (job["profile"], job["tasks"], job["block_size"]) == ("paper", "humaneval", 4)
+    assert job["harness_data"] == "results/smollm2-135m/world/harness"
+    # the six families of the same model stay the tiny profile's, and their jobs do not name the mirror
+    tiny = X.eval_job(cfg, "mars_b4", "mars", 0.95, "probability", "eval")
+    assert tiny["profile"] == "tiny" and "harness_data" not in tiny
+    real = [s for s in X.all_settings(cfg) if s.kind == "real"]
+    assert [(s.model, s.tau) for s in real] == [
+        ("world", 1.0),
+        ("ar_sft", 1.0),
+        ("ar_sft_cont", 1.0),
+        ("mars_nolar_b4", 1.0),
+        ("mars_b4", 1.0),
+        ("mars_b4", 0.95),
+    ]
+    smoke = validate(yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text()))
+    assert X.REAL_TABLE not in X.tables(smoke) and X.text_loss_models(smoke) == []
+    paper = yaml.safe_load((ROOT / "configs" / "paper-0.5b.yaml").read_text())
+    paper["eval"]["real_tasks"] = ["humaneval"]
+    with pytest.raises(ConfigError, match="eval.real_tasks': only for the tiny profile"):
+        validate(paper)

@@ -183,6 +183,11 @@ def validate(config: dict) -> dict:
     for key in ("architecture", "base_model", "derived_from"):  # a model's own: never a default of every entry
         if config.get("training", {}).get(key) is not None:
             raise ConfigError(f"config key 'training.{key}': set it on the model entry that starts that way")
+    if config["eval"]["real_tasks"] and config["eval"]["profile"] != "tiny":
+        raise ConfigError(
+            "config key 'eval.real_tasks': only for the tiny profile (the paper profile already runs the harness's "
+            "own tasks)"
+        )
     expand_seeds(config)
     expand_study(config)
     return config

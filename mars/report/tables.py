@@ -29,9 +29,18 @@ DECODING_COLUMNS = ("method", "tau", "block_size", "acceptance", "cache", "max_g
 
 class Tables:
     def __init__(
-        self, job: dict, results: str | Path | None, inputs: list | None = None, bench_csv: str | Path | None = None
+        self,
+        job: dict,
+        results: str | Path | None,
+        inputs: list | None = None,
+        bench_csv: str | Path | None = None,
+        text_losses: list | None = None,
     ):
         self.job = job
+        self.text_losses = {}  # model -> its `mars text-loss` record (the real-model table)
+        for path in text_losses or []:
+            record = read_json(Path(path))
+            self.text_losses[Path(path).stem] = record
         self.results = Path(results) if results else None
         self.rows = [Row.from_dict(r) for r in job["rows"]]
         self.inputs = list(inputs or [])
@@ -261,6 +270,37 @@ class Tables:
             )
         return _beside(pd.DataFrame(rows), self.paper("table9_summary.csv"), on="method")
 
+    def real_model(self) -> pd.DataFrame:
+        """The harness's real tasks (HumanEval pass@1, %, with its standard error over problems) and the next-token
+        loss on real text (CPython's standard library), with its paired differences from Base and AR SFT (standard
+        errors over files)."""
+        from mars.evaluation.text_loss import paired_difference
+
+        base = self.rows[0].setting.model if self.rows else None
+        ar = next((r.setting.model for r in self.rows if r.label.startswith("AR SFT")), None)
+        rows = []
+        for r in self.rows:
+            found = self.found(r.setting)
+            row = {"row": r.label, "model": r.setting.model, "tau": r.setting.tau}
+            for family in r.setting.families:
+                row[family] = found[family].score
+                row[f"{family}_se"] = found[family].stderr
+                row[f"tpf_{family}"] = found[family].tokens_per_forward
+            if self.text_losses:
+                record = self.text_losses.get(r.setting.model)
+                if record is None:
+                    raise ConfigError(f"no text-loss record of {r.setting.model} among the --text-loss files")
+                row.update(text_loss=record["loss"], text_tokens=record["tokens"], text_files=record["files"])
+                for name, ref in (("base", base), ("ar_sft", ar)):
+                    if ref is None or ref == r.setting.model:
+                        row[f"text_loss_vs_{name}"], row[f"text_loss_vs_{name}_se"] = math.nan, math.nan
+                        continue
+                    diff, se = paired_difference(record, self.text_losses[ref])
+                    row[f"text_loss_vs_{name}"], row[f"text_loss_vs_{name}_se"] = diff, se
+            row.update(self.decoding(r.setting))
+            rows.append(row)
+        return pd.DataFrame(rows)
+
     def ablations(self) -> pd.DataFrame:
         """Each ablation against the model it departs from, at tau = 1.0 (and tokens per forward at the fast
         tau, for the multi-token models)."""
@@ -346,7 +386,9 @@ def write_table(frame: pd.DataFrame, output: str | Path, caption: str = "") -> N
     """CSV (the data), Markdown and LaTeX booktabs renderings; each written whole or not at all."""
     output = Path(output)
     # two decimals, but single-forward timings (milliseconds) and next-token losses (0.002 at x8) keep five
-    rounded = frame.round({c: 5 if c.startswith("t_") or c.endswith("_loss") else 2 for c in frame.columns})
+    rounded = frame.round(
+        {c: 5 if c.startswith("t_") or c.endswith("_loss") or "_loss_vs_" in c else 2 for c in frame.columns}
+    )
     texts = {
         output: rounded.to_csv(index=False),
         output.with_suffix(".md"): (f"{caption}\n\n" if caption else "") + rounded.to_markdown(index=False) + "\n",
@@ -374,6 +416,9 @@ CAPTIONS = {
     "table8": "Table 8: tau sweep on the GSM8K- and HumanEval-like tasks: accuracy and tokens per forward "
     "(decoding mars_lossless: our lossless self-speculative MARS, exactly the greedy output).",
     "table9": "Table 9: Jacobi decoding of the AR model vs MARS: average accuracy and tokens per forward.",
+    "real_model": "A real model: the harness's own humaneval_instruct on the 164 real HumanEval problems (pass@1 %, "
+    "standard error over problems, tokens per forward) and the next-token loss (nats/token) on a fixed sample of "
+    "CPython's standard-library source, with paired differences from Base and AR SFT (standard errors over files).",
     "ablations": "Ablations against their reference models (tau = 1.0 average; tokens per forward at the fast tau).",
     "cost": "Training cost per model, measured by Snakemake (wall time, peak RSS), and ratios to the AR start.",
     "scaling": "Scaling study: per model size and SFT set size, MARS, MARS w/o L_AR and the AR continuation minus "
@@ -382,7 +427,9 @@ CAPTIONS = {
 }
 
 
-def make_table(job: dict, results: str | Path | None, output: str | Path, inputs=None, bench_csv=None) -> pd.DataFrame:
+def make_table(
+    job: dict, results: str | Path | None, output: str | Path, inputs=None, bench_csv=None, text_losses=None
+) -> pd.DataFrame:
     name = job["table"]
     if name not in CAPTIONS:
         raise ConfigError(f"unknown table {name!r}; expected one of {', '.join(CAPTIONS)}")
@@ -392,7 +439,7 @@ def make_table(job: dict, results: str | Path | None, output: str | Path, inputs
         frame = Study(job, results, inputs or []).table()
         write_table(frame, output, CAPTIONS[name])
         return frame
-    tables = Tables(job, results, inputs, bench_csv)
+    tables = Tables(job, results, inputs, bench_csv, text_losses)
     frame = tables.cost_table() if name == "cost" else getattr(tables, name)()
     frame = with_recipe(frame, job)
     write_table(frame, output, CAPTIONS[name])

@@ -285,3 +285,59 @@ def test_written_tables_keep_five_decimals_of_a_loss_and_two_of_the_rest(tmp_pat
         pd.DataFrame({"avg": [55.123456], "ar_train_loss": [0.0023712], "t_one_ms": [1.234567]}), tmp_path / "t.csv"
     )
     assert (tmp_path / "t.csv").read_text().splitlines()[1] == "55.12,0.00237,1.23457"
+
+
+def test_real_model_table_humaneval_and_text_loss_by_hand(tmp_path):
+    """The real-model table (configs/smollm2-135m.yaml): its rows, the harness's HumanEval numbers as recorded, and
+    the text losses with their paired differences computed here."""
+    cfg = validate(yaml.safe_load((ROOT / "configs" / "smollm2-135m.yaml").read_text()))
+    job, results, files = outputs(cfg, tmp_path, X.REAL_TABLE)
+    assert [Path(f).relative_to(results).parts[0] for f in files] == ["real"] * 6
+    # two files of real text; each model's per-file losses 2 + k/10 and 3 + k/5 nats over 10 and 30 tokens
+    models = X.text_loss_models(cfg)
+    assert models == ["world", "ar_sft", "ar_sft_cont", "mars_nolar_b4", "mars_b4"]
+    losses = {}
+    for k, model in enumerate(models):
+        per_file = [
+            {"file": "a.py", "sha256": "1", "tokens": 10, "loss_sum": 10 * (2 + k / 10)},
+            {"file": "b.py", "sha256": "2", "tokens": 30, "loss_sum": 30 * (3 + k / 5)},
+        ]
+        losses[model] = (10 * (2 + k / 10) + 30 * (3 + k / 5)) / 40
+        record = {"loss": losses[model], "tokens": 40, "files": 2, "max_tokens": 512, "per_file": per_file}
+        (tmp_path / "tl").mkdir(exist_ok=True)
+        (tmp_path / "tl" / f"{model}.json").write_text(json.dumps(record))
+    frame = make_table(
+        job,
+        results,
+        tmp_path / "t" / "real_model.csv",
+        inputs=files,
+        text_losses=[tmp_path / "tl" / f"{m}.json" for m in models],
+    )
+    assert list(frame.row) == [
+        "Base (tau=1)",
+        "AR SFT (tau=1)",
+        "AR continuation (tau=1)",
+        "MARS w/o SFT loss (tau=1)",
+        "MARS (tau=1)",
+        "MARS (tau=0.95)",
+    ]
+    mars_fast = frame.iloc[5]
+    assert mars_fast.model == "mars_b4" and mars_fast.tau == 0.95
+    assert mars_fast.humaneval == pytest.approx(100 * score("mars_b4", "mars-tau0.95-probability", "humaneval"))
+    assert mars_fast.humaneval_se == pytest.approx(1.0)
+    assert mars_fast.tpf_humaneval == pytest.approx(tpf("mars-tau0.95-probability", "humaneval"))
+    # mars_b4 is k=4: per-file differences from Base 0.4 and 0.8 (weights 1/4, 3/4): 0.7; from AR SFT (k=1) 0.525
+    assert mars_fast.text_loss == pytest.approx(losses["mars_b4"])
+    assert mars_fast.text_loss_vs_base == pytest.approx(0.7)
+    assert mars_fast.text_loss_vs_ar_sft == pytest.approx(0.75 * 0.6 + 0.25 * 0.3)
+    # SE over files of the weighted mean: sqrt(2 * sum w^2 (d - mean)^2)
+    assert mars_fast.text_loss_vs_base_se == pytest.approx(math.sqrt(2 * (0.0625 * 0.09 + 0.5625 * 0.01)))
+    assert math.isnan(frame.iloc[0].text_loss_vs_base) and math.isnan(frame.iloc[1].text_loss_vs_ar_sft)
+    with pytest.raises(ConfigError, match="no text-loss record of mars_b4"):
+        make_table(
+            job,
+            results,
+            tmp_path / "t2" / "real_model.csv",
+            inputs=files,
+            text_losses=[tmp_path / "tl" / f"{m}.json" for m in models[:4]],
+        )

