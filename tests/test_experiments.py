@@ -338,7 +338,7 @@ def test_real_tasks_run_the_paper_profile_on_the_workflows_own_humaneval_mirror(
     assert X.tables(cfg)[-1] == X.REAL_TABLE
     job = X.eval_job(cfg, "mars_b4", "mars", 0.95, "probability", "real")
     assert (job["profile"], job["tasks"], job["block_size"]) == ("paper", "humaneval", 4)
-    assert job["harness_data"] == "results/smollm2-135m/world/harness"
+    assert job["harness_data"] == "results/smollm2-135m/harness"
     # the six families of the same model stay the tiny profile's, and their jobs do not name the mirror
     tiny = X.eval_job(cfg, "mars_b4", "mars", 0.95, "probability", "eval")
     assert tiny["profile"] == "tiny" and "harness_data" not in tiny

@@ -49,9 +49,16 @@ def decode_method(config: dict, model: str) -> str:
 
 def trained_properties(config: dict, model: str) -> dict:
     """What the report needs to know of a model (and checks against its checkpoint): method, block size, w_AR,
-    attention. The hub checkpoint ("world") is a plain AR model."""
+    attention, epochs. The hub checkpoint ("world") is a plain AR model."""
     if model not in config["models"]:
-        return {"method": "ar", "block_size": None, "w_ar": None, "attention": None, **dict.fromkeys(RECIPE_KEYS)}
+        return {
+            "method": "ar",
+            "block_size": None,
+            "w_ar": None,
+            "attention": None,
+            "epochs": None,
+            **dict.fromkeys(RECIPE_KEYS),
+        }
     spec = train_spec(config, model)
     multi = spec.method in ("mars", "block_diffusion")
     return {
@@ -59,6 +66,8 @@ def trained_properties(config: dict, model: str) -> dict:
         "block_size": spec.block_size if multi else None,
         "w_ar": spec.w_ar if multi else None,
         "attention": spec.attention if spec.method == "mars" else None,
+        # the paper's row labels say "AR SFT (5 ep)": Table 2 shows each model's own epochs beside them
+        "epochs": spec.epochs if spec.max_steps <= 0 else None,
         # the authors' recipe settings (docs/method.md section 7), where they apply
         "loss_turns": spec.loss_turns if spec.method != "lm" else None,
         "loss_normalization": spec.loss_normalization if multi else None,
@@ -382,8 +391,9 @@ def text_loss_models(config: dict) -> list[str]:
 
 
 def real_data_dir(config: dict) -> str:
-    """Where the workflow writes the real tasks' data (a harness mirror of them only: rule real_data)."""
-    return str(Path(config["results_dir"]) / config["name"] / "world" / "harness")
+    """Where the workflow writes the real tasks' data (a harness mirror of them only: rule real_data). Not inside
+    the world's folder, which the world rule rebuilds from nothing."""
+    return str(Path(config["results_dir"]) / config["name"] / "harness")
 
 
 def text_loss_job(config: dict) -> dict:

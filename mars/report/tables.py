@@ -141,8 +141,9 @@ class Tables:
         table = pd.DataFrame(
             [
                 {
-                    "row": r.label,
+                    "row": r.label,  # the paper's row, whose numbers sit beside (its labels name its own epochs)
                     "model": r.setting.model,
+                    "epochs": self.job["models"].get(r.setting.model, {}).get("trained", {}).get("epochs"),
                     **self.seeded(r),
                     **self.decoding(r.setting),
                     **self.cost(r.setting.model),

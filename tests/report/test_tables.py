@@ -341,3 +341,15 @@ def test_real_model_table_humaneval_and_text_loss_by_hand(tmp_path):
             inputs=files,
             text_losses=[tmp_path / "tl" / f"{m}.json" for m in models[:4]],
         )
+
+
+def test_table2_shows_each_models_own_epochs_beside_the_papers_row_labels(cfg, tmp_path):
+    smollm2 = validate(yaml.safe_load((ROOT / "configs" / "smollm2-135m.yaml").read_text()))
+    job, results, files = outputs(smollm2, tmp_path, "table2")
+    frame = make_table(job, results, tmp_path / "t" / "table2.csv", inputs=files)
+    ar = frame[frame.row == "AR SFT (5 ep)"].iloc[0]
+    assert ar.model == "ar_sft" and ar.epochs == 2 and ar.paper_avg == 28.7  # the paper's row, this run's epochs
+    assert math.isnan(frame[frame.row == "Base"].iloc[0].epochs)
+    # a run cut by max_steps (the smoke config) has no epoch count to show
+    job, results, files = outputs(cfg, tmp_path / "smoke", "table2")
+    assert make_table(job, results, tmp_path / "s" / "table2.csv", inputs=files).epochs.isna().all()
