@@ -1,5 +1,5 @@
 """The ``mars`` command line: ``mars world | train | generate | bench | speculate | eval | report | mirror | prefetch |
-import-smollm2 | text-loss``.
+import-smollm2 | text-loss | serve``.
 
 Bad input (config, flags, checkpoints, data) prints one ``error:`` line and exits with status 2.
 """
@@ -454,6 +454,10 @@ def build_parser() -> argparse.ArgumentParser:
     from mars.evaluation import text_loss  # real text nobody here wrote (mars text-loss)
 
     text_loss.add_parser(commands)
+
+    from mars.serving import server  # the OpenAI-compatible endpoint (mars serve)
+
+    server.add_parser(commands)
     return parser
 
 
