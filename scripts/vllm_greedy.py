@@ -2,9 +2,10 @@
 
     .venv-vllm/bin/python scripts/vllm_greedy.py CKPT PROMPTS.json OUT.json [--max-tokens 32] [--parallel-drafting K]
 
-PROMPTS.json holds a list of token-id lists (so no chat template or tokenizer difference can enter); OUT.json gets
-one list of generated token ids per prompt, and with drafting vLLM's own counters and mean acceptance length. With --parallel-drafting K the same checkpoint is its own parallel
-drafter (vLLM's ``draft_model`` method, ``parallel_drafting``; the mask id from the checkpoint's config.json).
+PROMPTS.json holds a list of token-id lists (so no chat template or tokenizer difference can enter). OUT.json gets
+one list of generated token ids per prompt, the engine's start time and, with drafting, vLLM's own counters and
+mean acceptance length. With --parallel-drafting K the same checkpoint is its own parallel drafter (vLLM's
+``draft_model`` method, ``parallel_drafting``; the mask id from the checkpoint's config.json).
 """
 
 import argparse
