@@ -396,10 +396,6 @@ def real_data_dir(config: dict) -> str:
     return str(Path(config["results_dir"]) / config["name"] / "harness")
 
 
-def text_loss_job(config: dict) -> dict:
-    return {**config["eval"]["text_loss"], "dtype": "float32", "experiment": config["name"]}
-
-
 def table_settings(config: dict, table: str) -> list[Setting]:
     """Every evaluation a table reads: its rows, their references, and each multi-token row's fast-tau twin in the
     ablations (its tokens per forward)."""

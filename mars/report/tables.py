@@ -37,10 +37,8 @@ class Tables:
         text_losses: list | None = None,
     ):
         self.job = job
-        self.text_losses = {}  # model -> its `mars text-loss` record (the real-model table)
-        for path in text_losses or []:
-            record = read_json(Path(path))
-            self.text_losses[Path(path).stem] = record
+        # model -> its `mars text-loss` record (the real-model table; files are named <model>.json)
+        self.text_losses = {Path(p).stem: read_json(Path(p)) for p in text_losses or []}
         self.results = Path(results) if results else None
         self.rows = [Row.from_dict(r) for r in job["rows"]]
         self.inputs = list(inputs or [])

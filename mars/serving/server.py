@@ -126,7 +126,10 @@ class ServeEngine:
 
     # -- the scheduler thread -----------------------------------------------------------------------------------
     def _emit(self, request: Request, event: dict) -> None:
-        request.loop.call_soon_threadsafe(request.events.put_nowait, event)
+        try:
+            request.loop.call_soon_threadsafe(request.events.put_nowait, event)
+        except RuntimeError:  # its event loop is closed (the server is gone): nobody is waiting for it
+            pass
 
     def _loop(self) -> None:
         try:

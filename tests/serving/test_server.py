@@ -165,6 +165,10 @@ def test_bad_requests_are_one_http_400_message(served, body, message):
     status, out = running.post("/v1/completions", body, raw=isinstance(body, bytes))
     assert status == 400
     assert message in out["error"]["message"] and "\n" not in out["error"]["message"]
+
+
+def test_malformed_chat_messages_are_one_http_400_message(served):
+    running, _ = served
     status, out = running.post("/v1/chat/completions", {"messages": [{"role": "user"}]})
     assert status == 400 and out["error"]["message"].startswith("'messages' must be a non-empty list")
 

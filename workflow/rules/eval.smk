@@ -125,10 +125,9 @@ if X.text_loss_models(config):
             model=lambda wildcards: model_path(wildcards.model),
         output:
             str(RESULTS / "text_loss" / "{model}.json"),
-        params:
-            job=X.as_param(X.text_loss_job(config)),
-            files=config["eval"]["text_loss"]["files"] if config["eval"]["text_loss"] else None,
-            max_tokens=config["eval"]["text_loss"]["max_tokens"] if config["eval"]["text_loss"] else None,
+        params:  # (the job's whole settings: a changed sample reruns it)
+            files=config["eval"]["text_loss"]["files"],
+            max_tokens=config["eval"]["text_loss"]["max_tokens"],
         wildcard_constraints:
             model="|".join([*config["models"], "world"]),
         threads: 1
