@@ -15,8 +15,10 @@ forward, the request's forwards and tokens per forward.
 One scheduler thread owns the model and the :class:`~mars.serving.batcher.ContinuousBatcher`: between two forwards
 it admits waiting requests (up to ``max_batch`` decode together), drops cancelled ones (a streaming client that
 went away) and sets the policy's tau; the HTTP handlers only queue requests and read their events. A bad request is
-an HTTP 400 with one message (OpenAI's error shape); shutting the server down stops the thread after its forward
-and ends every open request.
+an HTTP 400 with one message (OpenAI's error shape), and so is a sampling setting that is not neutral (top_p,
+penalties, ignore_eos, logprobs); shutting the server down stops the thread after its forward, ends every open
+request and answers new ones with HTTP 503. A stream asked with ``stream_options: {"include_usage": true}`` ends
+with OpenAI's usage chunk (no choices), which is how load-test clients such as ``vllm bench serve`` count tokens.
 """
 
 import asyncio
@@ -65,6 +67,10 @@ class BadRequest(Exception):
     """One clear message, answered as HTTP 400."""
 
 
+class Unavailable(Exception):
+    """One clear message, answered as HTTP 503 (the server is shutting down)."""
+
+
 @dataclass
 class Request:
     prompt_ids: list[int]
@@ -107,7 +113,7 @@ class ServeEngine:
     # -- called by the handlers (event loop thread) --------------------------------------------------------------
     def submit(self, request: Request) -> None:
         if self.stopping.is_set():
-            raise BadRequest("the server is shutting down")
+            raise Unavailable("the server is shutting down")
         self.incoming.put(request)
 
     def cancel(self, request: Request) -> None:
@@ -193,7 +199,8 @@ def _field(body: dict, name: str, kind, default=None, check=None, what: str = ""
     value = body.get(name, default)
     if value is None:
         return default
-    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
         raise BadRequest(f"'{name}' must be {what or kind.__name__}; got {json.dumps(value)}")
     if check is not None and not check(value):
         raise BadRequest(f"'{name}' must be {what}; got {json.dumps(value)}")
@@ -242,12 +249,28 @@ def parse_request(body, engine: ServeEngine, chat: bool, max_tokens_limit: int) 
     tau = _field(body, "tau", (int, float), None, lambda v: 0 < v <= 1, "a number in (0, 1]")
     _field(body, "temperature", (int, float), 0, lambda v: v == 0, "0 (decoding is greedy)")
     _field(body, "n", int, 1, lambda v: v == 1, "1 (one completion per request)")
+    # sampling settings are refused unless neutral: the answer must be what was asked for, or an error
+    _field(body, "top_p", (int, float), 1, lambda v: v == 1, "1 (decoding is greedy)")
+    _field(body, "repetition_penalty", (int, float), 1, lambda v: v == 1, "1 (no penalty)")
+    _field(body, "presence_penalty", (int, float), 0, lambda v: v == 0, "0 (no penalty)")
+    _field(body, "frequency_penalty", (int, float), 0, lambda v: v == 0, "0 (no penalty)")
+    _field(body, "ignore_eos", bool, False, lambda v: not v, "false (a request ends at the end-of-sequence token)")
+    _field(body, "logprobs", (bool, int), None, lambda v: not v, "absent (log-probabilities are not returned)")
     stop = body.get("stop")
     stop = [stop] if isinstance(stop, str) else stop
     if stop is not None and (not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop)):
         raise BadRequest("'stop' must be a string or a list of non-empty strings")
     stream = _field(body, "stream", bool, False, what="true or false")
-    return {"ids": list(ids), "max_tokens": max_tokens, "tau": tau, "stop": stop or [], "stream": stream}
+    options = _field(body, "stream_options", dict, {}, what='an object such as {"include_usage": true}')
+    include_usage = _field(options, "include_usage", bool, False, what="true or false")
+    return {
+        "ids": list(ids),
+        "max_tokens": max_tokens,
+        "tau": tau,
+        "stop": stop or [],
+        "stream": stream,
+        "include_usage": stream and include_usage,
+    }
 
 
 class Detokenizer:
@@ -294,6 +317,10 @@ def create_app(engine: ServeEngine, model_name: str, max_tokens_limit: int):
     @app.exception_handler(BadRequest)
     async def bad_request(_, exc: BadRequest):
         return _error(400, str(exc))
+
+    @app.exception_handler(Unavailable)
+    async def unavailable(_, exc: Unavailable):
+        return _error(503, str(exc))
 
     @app.get("/health")
     async def health():
@@ -370,8 +397,11 @@ def create_app(engine: ServeEngine, model_name: str, max_tokens_limit: int):
                             "choices": [choice(text, finish, delta=True)],
                         }
                         if finish:
-                            chunk.update(usage=usage(), mars=mars_info())
+                            chunk["mars"] = mars_info()
                         yield f"data: {json.dumps(chunk)}\n\n"
+                    if settings["include_usage"]:  # OpenAI's stream_options: one more chunk, no choices
+                        chunk = {"id": rid, "object": chunk["object"], "created": chunk["created"], "model": model_name}
+                        yield f"data: {json.dumps({**chunk, 'choices': [], 'usage': usage()})}\n\n"
                     yield STREAM_DONE
                 except RuntimeError as exc:
                     yield f"data: {json.dumps({'error': {'message': str(exc), 'type': 'server_error'}})}\n\n"

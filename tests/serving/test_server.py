@@ -1,6 +1,6 @@
 """``mars serve`` over real HTTP on loopback: completions equal the decoder's own output for the same request alone,
 streaming equals the whole answer, the load policy sets the tau of requests that set none, bad requests are one
-HTTP 400 message, a cancelled request frees its row, and shutdown ends open requests."""
+HTTP 400 message, a client that disconnects frees its row, and shutdown ends open requests and refuses new ones."""
 
 import json
 import re
@@ -108,6 +108,8 @@ def test_streaming_and_concurrent_requests(served):
 
     def ask(i, stream):
         body = {"prompt": PROMPTS[i], "max_tokens": 24, "tau": 0.7, "stream": stream}
+        if stream:  # as `vllm bench serve` asks: neutral settings, and the usage chunk
+            body.update(stream_options={"include_usage": True}, repetition_penalty=1.0, logprobs=None)
         results[(i, stream)] = running.post("/v1/completions", body)
 
     threads = [threading.Thread(target=ask, args=(i, s)) for i in range(2) for s in (False, True)]
@@ -125,12 +127,48 @@ def test_streaming_and_concurrent_requests(served):
         status, text = results[(i, True)]
         events = [line[6:] for line in text.split("\n") if line.startswith("data: ")]
         assert status == 200 and events[-1] == "[DONE]"
-        chunks = [json.loads(e) for e in events[:-1]]
+        *chunks, usage = [json.loads(e) for e in events[:-1]]
         assert "".join(c["choices"][0]["text"] for c in chunks) == whole["choices"][0]["text"]
         assert chunks[-1]["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"]
-        assert chunks[-1]["usage"] == whole["usage"] and all(
-            c["choices"][0]["finish_reason"] is None for c in chunks[:-1]
-        )
+        assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
+        assert chunks[-1]["mars"] == whole["mars"]
+        assert usage["choices"] == [] and usage["usage"] == whole["usage"]  # OpenAI's include_usage chunk
+
+
+def test_a_client_that_disconnects_mid_stream_frees_its_row(served):
+    import http.client
+
+    running, fx = served
+    engine = running.engine
+    body = {"prompt": PROMPTS[1], "max_tokens": 200, "tau": 1.0, "stream": True}
+    _, tokenizer = load_model(fx["mars"])
+    g, _ = alone(fx["mars"], tokenizer(PROMPTS[1])["input_ids"], 1.0, 200)
+    assert g.forwards >= 8, g.forwards  # alone, the answer takes this many forwards
+    steps = []
+    step = engine.batcher.step
+
+    def slow_step():  # (instrumented: each forward takes 50 ms more, so a disconnect is seen mid-answer)
+        time.sleep(0.05)
+        steps.append(len(engine.running))
+        return step()
+
+    engine.batcher.step = slow_step
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", running.port, timeout=60)
+        conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.status == 200
+        while not resp.readline().startswith(b"data: "):  # the first chunk: the request is decoding
+            pass
+        conn.sock.shutdown(socket.SHUT_RDWR)
+        conn.close()
+        deadline = time.time() + 30
+        while (engine.running or engine.load) and time.time() < deadline:
+            time.sleep(0.01)
+        assert not engine.running and engine.load == 0  # its row left the batch
+        assert len(steps) < g.forwards - 2, (len(steps), g.forwards)  # before its answer was complete
+    finally:
+        engine.batcher.step = step
 
 
 def test_a_stop_string_ends_the_answer_there(served):
@@ -155,6 +193,11 @@ def test_a_stop_string_ends_the_answer_there(served):
         ({"prompt": "hi", "temperature": 0.7}, "'temperature' must be 0 (decoding is greedy); got 0.7"),
         ({"prompt": "hi", "n": 2}, "'n' must be 1 (one completion per request); got 2"),
         ({"prompt": "hi", "stop": [""]}, "'stop' must be a string or a list of non-empty strings"),
+        ({"prompt": "hi", "top_p": 0.9}, "'top_p' must be 1 (decoding is greedy); got 0.9"),
+        ({"prompt": "hi", "repetition_penalty": 1.2}, "'repetition_penalty' must be 1 (no penalty); got 1.2"),
+        ({"prompt": "hi", "ignore_eos": True}, "'ignore_eos' must be false"),
+        ({"prompt": "hi", "logprobs": 5}, "'logprobs' must be absent"),
+        ({"prompt": "hi", "stream": True, "stream_options": {"include_usage": 1}}, "'include_usage' must be true"),
         ({"prompt": "hi " * 600, "max_tokens": 500}, "exceed the model's 1024 positions"),
         (b"{not json", "the request body is not valid JSON"),
         ([1, 2], "the request body must be a JSON object"),
@@ -207,7 +250,7 @@ def test_a_cancelled_request_frees_its_row_and_shutdown_ends_open_requests(train
     assert queued.rid is not None and long.rid not in engine.running  # the cancelled row left, the next joined
     engine.stop()
     assert not engine.thread.is_alive()
-    with pytest.raises(S.BadRequest, match="shutting down"):
+    with pytest.raises(S.Unavailable, match="shutting down"):  # answered as HTTP 503
         engine.submit(S.Request([1], 4, None, [], loop))
     loop.close()
 
