@@ -1,0 +1,178 @@
+"""``mars serve`` under load: Poisson arrivals from light to past saturation, measured by vLLM's own load client.
+
+    python benchmarks/serve_load.py --model CKPT --data results/tiny/world/data --out docs/serving_load \\
+        [--family gsm8k] [--rates 2,4,8,16,32] [--num-prompts 100] [--vllm-env .venv-vllm]
+
+For each serving setting (fixed tau 1.0, fixed tau 0.9, the lossless mode at tau 0.9, and the default load policy
+``serve.load_policy``), one ``mars serve`` process is started on a loopback port, and for each rate ``vllm bench
+serve`` (from vLLM's environment, ``scripts/setup_vllm.sh``) sends the family's test questions (the model's chat
+template applied here, so client and server see the same text) as streamed completions, arrivals Poisson at that
+rate, in the same order every time. Server and client get one thread each (``OMP_NUM_THREADS=1``) on this
+2-core machine.
+
+Per (setting, rate): vLLM's own metrics (completed requests, duration, output tokens per second, time to first
+token, time per output token and inter-token latency, p50 and p99) and, from the served texts, the family's accuracy
+(``mars.world.tasks.score``) and the fraction of answers identical to fixed tau 1.0's at the same rate. Writes
+``load.csv`` (one row per setting and rate) and ``runs/`` (vLLM's detailed result files) under ``--out``; prints the
+table and the target's ratio: at the highest rate that tau 1.0 sustains (completed-request throughput at least 90%
+of the offered rate, declared before the run), adaptive tokens/s over tau 1.0's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+SETTINGS = {  # name: (serve.method, load policy)
+    "tau1.0": ("mars", "0:1.0"),
+    "tau0.9": ("mars", "0:0.9"),
+    "lossless": ("mars_lossless", "0:0.9"),
+    "adaptive": ("mars", None),  # the serve section's default policy
+}
+SUSTAINED = 0.9  # a rate is sustained when completed requests per second >= 0.9 x the offered rate
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_prompts(model: str, data: Path, family: str, n: int, max_tokens: int, path: Path) -> list[dict]:
+    """The family's first n test records, chat-rendered as text the server tokenizes to the template's own ids."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    rows = [json.loads(line) for line in open(data / "test.jsonl")]
+    rows = [r for r in rows if r["family"] == family][:n]
+    if len(rows) < n:
+        sys.exit(f"error: {data / 'test.jsonl'} has {len(rows)} {family} records, fewer than --num-prompts {n}")
+    with open(path, "w") as f:
+        for r in rows:
+            messages = [{"role": "user", "content": r["prompt"]}]
+            text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+            assert tokenizer(text)["input_ids"] == list(ids), "the server would not see the template's ids"
+            f.write(json.dumps({"prompt": text, "output_tokens": max_tokens}) + "\n")
+    return rows
+
+
+def start_server(model: str, method: str, policy: str | None, port: int, log: Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", "mars.cli", "serve", "--model", model, "--port", str(port), "--method", method]
+    command += ["--load-policy", policy] if policy else []
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    process = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env)
+    deadline = time.time() + 300
+    while True:
+        if process.poll() is not None:
+            sys.exit(f"error: mars serve exited with {process.returncode}: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                return process
+        except OSError:
+            if time.time() > deadline:
+                process.kill()
+                sys.exit("error: mars serve did not start in 300 s")
+            time.sleep(0.5)
+
+
+def bench(vllm_env: Path, model: str, name: str, port: int, prompts: Path, n: int, rate: float, out: Path) -> dict:
+    command = [
+        str(vllm_env / "bin" / "vllm"), "bench", "serve", "--backend", "openai", "--endpoint", "/v1/completions",
+        "--base-url", f"http://127.0.0.1:{port}", "--model", name, "--tokenizer", model,
+        "--dataset-name", "custom", "--dataset-path", str(prompts), "--skip-chat-template", "--disable-shuffle",
+        "--num-prompts", str(n), "--request-rate", str(rate), "--seed", "0", "--num-warmups", "0",
+        "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
+        "--save-result", "--save-detailed", "--result-dir", str(out.parent), "--result-filename", out.name,
+        "--disable-tqdm",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode != 0 or not out.exists():
+        sys.exit(f"error: vllm bench serve failed ({done.returncode}): {(done.stdout + done.stderr)[-2000:]}")
+    return json.loads(out.read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--data", required=True, type=Path, help="a world's data folder (test.jsonl)")
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--family", default="gsm8k")
+    parser.add_argument("--rates", default="2,4,8,16,32", help="offered request rates (requests per second)")
+    parser.add_argument("--num-prompts", type=int, default=100)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--settings", default=",".join(SETTINGS))
+    parser.add_argument("--vllm-env", type=Path, default=Path(".venv-vllm"))
+    args = parser.parse_args()
+    import pandas as pd
+
+    from mars.world.tasks import score
+
+    if not (args.vllm_env / "bin" / "vllm").exists():
+        sys.exit(f"error: no vLLM environment at {args.vllm_env}: run scripts/setup_vllm.sh {args.vllm_env}")
+    rates = [float(r) for r in args.rates.split(",")]
+    settings = args.settings.split(",")
+    if unknown := set(settings) - set(SETTINGS):
+        sys.exit(f"error: unknown --settings {sorted(unknown)}; known: {list(SETTINGS)}")
+    (args.out / "runs").mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="serve-load-"))
+    prompts = scratch / "prompts.jsonl"
+    records = write_prompts(args.model, args.data, args.family, args.num_prompts, args.max_tokens, prompts)
+    rows, texts = [], {}
+    for setting in settings:
+        method, policy = SETTINGS[setting]
+        port = free_port()
+        server = start_server(args.model, method, policy, port, scratch / f"serve-{setting}.log")
+        try:
+            for rate in rates:
+                result = bench(
+                    args.vllm_env, args.model, Path(args.model).name, port, prompts, args.num_prompts, rate,
+                    args.out / "runs" / f"{setting}-rate{rate:g}.json",
+                )  # fmt: skip
+                answers = result["generated_texts"]
+                texts[setting, rate] = answers
+                accuracy = [
+                    score(args.family, a, json.loads(r["target"]))["exact_match"] for a, r in zip(answers, records)
+                ]
+                row = {"setting": setting, "rate": rate, "completed": result["completed"]}
+                row.update({k: result[k] for k in ("duration", "request_throughput", "output_throughput")})
+                for metric in ("ttft", "tpot", "itl"):
+                    for p in ("p50", "p99"):
+                        row[f"{p}_{metric}_ms"] = result[f"{p}_{metric}_ms"]
+                row["accuracy"] = sum(accuracy) / len(accuracy)
+                if ("tau1.0", rate) in texts:
+                    same = [a == b for a, b in zip(answers, texts["tau1.0", rate])]
+                    row["same_as_tau1"] = sum(same) / len(same)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+        finally:
+            server.send_signal(signal.SIGINT)
+            server.wait(timeout=60)
+    table = pd.DataFrame(rows)
+    table.to_csv(args.out / "load.csv", index=False, float_format="%.4g")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    if {"tau1.0", "adaptive"} <= set(settings):
+        base = table[table.setting == "tau1.0"].set_index("rate")
+        sustained = [r for r in rates if base.loc[r, "request_throughput"] >= SUSTAINED * r]
+        if sustained:
+            top = max(sustained)
+            adaptive = table[(table.setting == "adaptive") & (table.rate == top)].iloc[0]
+            print(
+                f"highest rate tau 1.0 sustains: {top:g}/s; adaptive/tau1.0 output tokens/s there "
+                f"{adaptive.output_throughput / base.loc[top, 'output_throughput']:.2f}x, accuracy "
+                f"{adaptive.accuracy - base.loc[top, 'accuracy']:+.3f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
