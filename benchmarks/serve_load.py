@@ -11,11 +11,16 @@ rate, in the same order every time. Server and client get one thread each (``OMP
 2-core machine.
 
 Per (setting, rate): vLLM's own metrics (completed requests, duration, output tokens per second, time to first
-token, time per output token and inter-token latency, p50 and p99) and, from the served texts, the family's accuracy
-(``mars.world.tasks.score``) and the fraction of answers identical to fixed tau 1.0's at the same rate. Writes
-``load.csv`` (one row per setting and rate) and ``runs/`` (vLLM's detailed result files) under ``--out``; prints the
-table and the target's ratio: at the highest rate that tau 1.0 sustains (completed-request throughput at least 90%
-of the offered rate, declared before the run), adaptive tokens/s over tau 1.0's.
+token, time per output token and inter-token latency, p50 and p99); the server's own counters (``GET /health``:
+tokens per forward, forwards per second, the share of the run spent inside forwards, the share of request rows
+decoded at tau < 1); and, from the served texts, the family's accuracy (``mars.world.tasks.score``) and the fraction
+of answers identical to fixed tau 1.0's at the same rate.
+
+Writes ``load.csv`` (one row per setting and rate), ``latency_throughput.png`` (p50 and p99 time per output token
+and p50 time to first token against output tokens per second, one line per setting) and ``runs/`` (vLLM's detailed
+result files) under ``--out``; ``--replot`` redraws the figure from an existing ``load.csv``. Prints the table and
+adaptive's output tokens/s over tau 1.0's at the highest rate that tau 1.0 sustains (completed-request throughput at
+least 90% of the offered rate, declared before the run) and at the highest rate run.
 """
 
 from __future__ import annotations
@@ -66,6 +71,11 @@ def write_prompts(model: str, data: Path, family: str, n: int, max_tokens: int, 
     return rows
 
 
+def health(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as response:
+        return json.loads(response.read())
+
+
 def start_server(model: str, method: str, policy: str | None, port: int, log: Path) -> subprocess.Popen:
     command = [sys.executable, "-m", "mars.cli", "serve", "--model", model, "--port", str(port), "--method", method]
     command += ["--load-policy", policy] if policy else []
@@ -102,6 +112,28 @@ def bench(vllm_env: Path, model: str, name: str, port: int, prompts: Path, n: in
     return json.loads(out.read_text())
 
 
+def plot(table, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for setting, rows in table.groupby("setting", sort=False):
+        rows = rows.sort_values("rate")
+        (line,) = axes[0].plot(rows.output_throughput, rows.p50_tpot_ms, "o-", label=f"{setting} p50")
+        axes[0].plot(rows.output_throughput, rows.p99_tpot_ms, "s--", color=line.get_color(), label=f"{setting} p99")
+        axes[1].plot(rows.output_throughput, rows.p50_ttft_ms, "o-", color=line.get_color(), label=setting)
+    axes[0].set(xlabel="output tokens / s", ylabel="time per output token (ms)", title="per-token latency")
+    axes[1].set(xlabel="output tokens / s", ylabel="p50 time to first token (ms)", title="time to first token")
+    axes[1].set_yscale("log")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True)
@@ -113,8 +145,13 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--settings", default=",".join(SETTINGS))
     parser.add_argument("--vllm-env", type=Path, default=Path(".venv-vllm"))
+    parser.add_argument("--replot", action="store_true", help="only redraw the figure from --out's load.csv")
     args = parser.parse_args()
     import pandas as pd
+
+    if args.replot:
+        plot(pd.read_csv(args.out / "load.csv"), args.out / "latency_throughput.png")
+        return
 
     from mars.world.tasks import score
 
@@ -135,10 +172,12 @@ def main() -> None:
         server = start_server(args.model, method, policy, port, scratch / f"serve-{setting}.log")
         try:
             for rate in rates:
+                before = health(port)
                 result = bench(
                     args.vllm_env, args.model, Path(args.model).name, port, prompts, args.num_prompts, rate,
                     args.out / "runs" / f"{setting}-rate{rate:g}.json",
                 )  # fmt: skip
+                after = health(port)
                 answers = result["generated_texts"]
                 texts[setting, rate] = answers
                 accuracy = [
@@ -149,6 +188,16 @@ def main() -> None:
                 for metric in ("ttft", "tpot", "itl"):
                     for p in ("p50", "p99"):
                         row[f"{p}_{metric}_ms"] = result[f"{p}_{metric}_ms"]
+                forwards = after["forwards"] - before["forwards"]
+                row["tokens_per_forward"] = (after["tokens"] - before["tokens"]) / forwards
+                row["forwards_per_s"] = forwards / result["duration"]
+                # the share of the run the server spent inside forwards; the rest is HTTP, streaming, detokenizing
+                # and scheduling (and the load client, on the same cores)
+                row["forward_share"] = (after["forward_seconds"] - before["forward_seconds"]) / result["duration"]
+                rows_by_tau = {
+                    float(t): n - before["rows_by_tau"].get(t, 0) for t, n in after["rows_by_tau"].items()
+                }  # request rows decoded at each tau in this run: where the load policy left tau 1.0
+                row["share_tau_below_1"] = sum(n for t, n in rows_by_tau.items() if t < 1) / sum(rows_by_tau.values())
                 row["accuracy"] = sum(accuracy) / len(accuracy)
                 if ("tau1.0", rate) in texts:
                     same = [a == b for a, b in zip(answers, texts["tau1.0", rate])]
@@ -160,18 +209,20 @@ def main() -> None:
             server.wait(timeout=60)
     table = pd.DataFrame(rows)
     table.to_csv(args.out / "load.csv", index=False, float_format="%.4g")
+    plot(table, args.out / "latency_throughput.png")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     if {"tau1.0", "adaptive"} <= set(settings):
         base = table[table.setting == "tau1.0"].set_index("rate")
+        adaptive = table[table.setting == "adaptive"].set_index("rate")
         sustained = [r for r in rates if base.loc[r, "request_throughput"] >= SUSTAINED * r]
-        if sustained:
-            top = max(sustained)
-            adaptive = table[(table.setting == "adaptive") & (table.rate == top)].iloc[0]
-            print(
-                f"highest rate tau 1.0 sustains: {top:g}/s; adaptive/tau1.0 output tokens/s there "
-                f"{adaptive.output_throughput / base.loc[top, 'output_throughput']:.2f}x, accuracy "
-                f"{adaptive.accuracy - base.loc[top, 'accuracy']:+.3f}"
-            )
+        checks = (("highest rate tau 1.0 sustains", max(sustained, default=None)), ("highest rate", rates[-1]))
+        for label, rate in checks:
+            if rate is not None:
+                print(
+                    f"{label}: {rate:g}/s: adaptive/tau1.0 output tokens/s "
+                    f"{adaptive.loc[rate, 'output_throughput'] / base.loc[rate, 'output_throughput']:.2f}x, "
+                    f"accuracy {adaptive.loc[rate, 'accuracy'] - base.loc[rate, 'accuracy']:+.3f}"
+                )
 
 
 if __name__ == "__main__":

@@ -109,6 +109,9 @@ class ServeEngine:
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="mars-serve-scheduler", daemon=True)
         self.last_tau = policy_tau(self.policy, 0)
+        # since start: forwards, tokens they decoded, seconds inside them, and request rows decoded per tau (GET
+        # /health; the load test's split of the server's time, and which tau the load policy actually applied)
+        self.counters = {"forwards": 0, "tokens": 0, "forward_seconds": 0.0, "rows_by_tau": {}}
 
     # -- called by the handlers (event loop thread) --------------------------------------------------------------
     def submit(self, request: Request) -> None:
@@ -149,9 +152,17 @@ class ServeEngine:
                     continue
                 tau = policy_tau(self.policy, self.load)
                 self.last_tau = tau
+                rows_by_tau = self.counters["rows_by_tau"]
                 for rid, request in self.running.items():
-                    self.batcher.set_tau(rid, request.tau if request.tau is not None else tau)
-                for event in self.batcher.step():
+                    row_tau = request.tau if request.tau is not None else tau
+                    self.batcher.set_tau(rid, row_tau)
+                    rows_by_tau[str(row_tau)] = rows_by_tau.get(str(row_tau), 0) + 1
+                start = time.perf_counter()
+                events = self.batcher.step()
+                self.counters["forward_seconds"] += time.perf_counter() - start
+                self.counters["forwards"] += 1
+                self.counters["tokens"] += sum(len(event.tokens) for event in events)
+                for event in events:
                     request = self.running.get(event.request)
                     if request is None:
                         continue
@@ -324,7 +335,13 @@ def create_app(engine: ServeEngine, model_name: str, max_tokens_limit: int):
 
     @app.get("/health")
     async def health():
-        return {"status": "ok", "load": engine.load, "tau": engine.last_tau, "method": engine.method}
+        return {
+            "status": "ok",
+            "load": engine.load,
+            "tau": engine.last_tau,
+            "method": engine.method,
+            **engine.counters,
+        }
 
     @app.get("/v1/models")
     async def models():

@@ -56,6 +56,10 @@ class Running:
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read().decode())
 
+    def get(self, path: str) -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=60) as resp:
+            return json.loads(resp.read().decode())
+
     def close(self):
         self.server.should_exit = True
         self.thread.join(timeout=30)
@@ -85,6 +89,7 @@ def test_chat_completion_equals_the_decoder_alone_at_the_request_tau_and_the_pol
     _, tokenizer = load_model(fx["mars"])
     ids = encode_prompts(tokenizer, PROMPTS[:1])[0]  # (the chat template, as the endpoint applies it)
     for tau, body_tau in ((0.9, {"tau": 0.9}), (0.5, {})):  # no tau: the load policy's (0.5 at any load)
+        before = running.get("/health")
         status, out = running.post(
             "/v1/chat/completions",
             {"messages": [{"role": "user", "content": PROMPTS[0]}], "max_tokens": 30, **body_tau},
@@ -98,6 +103,12 @@ def test_chat_completion_equals_the_decoder_alone_at_the_request_tau_and_the_pol
             "total_tokens": len(ids) + len(g.token_ids),
         }
         assert out["mars"]["tau"] == tau and out["mars"]["forwards"] == g.forwards
+        after = running.get("/health")  # the server's counters: this request's forwards and tokens, time inside them
+        assert after["forwards"] - before["forwards"] == g.forwards
+        assert after["tokens"] - before["tokens"] == len(g.token_ids)
+        assert after["forward_seconds"] > before["forward_seconds"]
+        rows = {t: n - before["rows_by_tau"].get(t, 0) for t, n in after["rows_by_tau"].items()}
+        assert {t: n for t, n in rows.items() if n} == {str(tau): g.forwards}  # its forwards, all at its tau
         finish = "stop" if g.token_ids[-1] == tokenizer.eos_token_id else "length"
         assert out["choices"][0]["finish_reason"] == finish
 
