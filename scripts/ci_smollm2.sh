@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CI: the micro-rehearsal of configs/smollm2-135m.yaml (sizes: configs/rehearsal-smollm2.yaml). SmolLM2-135M-Instruct
 # imported from its PyPI wheel, two optimizer steps each of AR SFT and MARS, the harness's HumanEval on one problem
-# and the real-text loss of MARS at tau 0.95, one wall-clock bench repetition (Table 5); then each output is checked.
+# and the real-text loss of MARS at tau 0.95; then each output is checked. (The wall-clock bench, Table 5, is left
+# out: it is the same job on another model, run by the smoke workflow and tests/test_generation.py, and the
+# decoder's exactness on this model is tests/test_smollm2.py's. Its minutes pay for vLLM's CI step.)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$(mktemp -d /tmp/mars-ci-smollm2.XXXX)
@@ -10,14 +12,12 @@ echo "== micro-rehearsal of configs/smollm2-135m.yaml in $OUT"
 (cd "$OUT" && HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 timeout --signal=INT --kill-after=60 1200 "$ROOT/.venv/bin/snakemake" \
     --snakefile "$ROOT/Snakefile" --directory "$OUT" --cores all \
     --configfile "$ROOT/configs/smollm2-135m.yaml" "$ROOT/configs/rehearsal-smollm2.yaml" -- \
-    $RESULTS/tables/table5.csv $RESULTS/text_loss/mars_b4.json \
+    $RESULTS/text_loss/mars_b4.json \
     $RESULTS/real/mars_b4/mars-tau0.95-probability/humaneval.json) > "$OUT/run.log" 2>&1 \
     || { tail -60 "$OUT/run.log"; exit 1; }
 "$ROOT/.venv/bin/python" - "$OUT/$RESULTS" <<'PY'
 import json, sys
 from pathlib import Path
-
-import pandas as pd
 
 out = Path(sys.argv[1])
 config = json.loads((out / "models" / "mars_b4" / "config.json").read_text())
@@ -28,10 +28,6 @@ real = json.loads((out / "real" / "mars_b4" / "mars-tau0.95-probability" / "huma
 assert real["task"] == "humaneval_instruct" and real["n_samples"]["humaneval_instruct"]["original"] == 164, real
 loss = json.loads((out / "text_loss" / "mars_b4.json").read_text())
 assert loss["files"] == 2 and loss["tokens"] > 0 and 0 < loss["loss"] < 20, loss
-table5 = pd.read_csv(out / "tables" / "table5.csv")
-needed = {"ar_hf_kv", "mars_cursor", "mars_lossless", "mars_tau1"}
-assert needed <= set(table5.setting), sorted(table5.setting)
-print(f"smollm2 micro-rehearsal: table5 {len(table5)} rows, humaneval pass@1 {real['metrics']}, "
-      f"text loss {loss['loss']:.3f}")
+print(f"smollm2 micro-rehearsal: humaneval pass@1 {real['metrics']}, text loss {loss['loss']:.3f}")
 PY
 rm -rf "$OUT"
