@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from mars.decoding.generation import encode_prompts, load_model
+from mars.decoding.generation import encode_prompts, load_model, trained_block_size
 from mars.serving.batcher import ContinuousBatcher
 
 SETTINGS = (("mars", 1.0), ("mars", 0.9), ("mars", 0.8), ("mars_lossless", 0.9))
@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--family", default="gsm8k")
     parser.add_argument("--num-prompts", type=int, default=100)
     parser.add_argument("--max-batch", type=int, default=16)
-    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--reps", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -40,14 +40,15 @@ def main() -> None:
     records = [json.loads(line) for line in open(args.data / "test.jsonl")]
     questions = [r["prompt"] for r in records if r["family"] == args.family][: args.num_prompts]
     prompts = encode_prompts(tokenizer, questions)
-    kw = dict(
+    kw = dict(  # as mars serve builds its batcher
+        block_size=trained_block_size(args.model),
         eos_token_ids=[tokenizer.eos_token_id],
-        pad_token_id=tokenizer.pad_token_id,
+        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
         mask_token_id=tokenizer.mask_token_id,
     )
     for rep in range(args.reps):
         for method, tau in SETTINGS:
-            batcher = ContinuousBatcher(model, method=method, block_size=4, **kw)
+            batcher = ContinuousBatcher(model, method=method, **kw)
             queue = list(prompts)
             while queue and batcher.active < args.max_batch:
                 batcher.add(queue.pop(0), max_new_tokens=args.max_tokens, tau=tau)

@@ -11,8 +11,7 @@ python3 -m venv "$DIR"
 # own version as the distribution "vllm": it stops with PackageNotFoundError before parsing anything. The `vllm`
 # command here is vLLM's own CLI with that one lookup answered as vLLM's platform check answers it ("0.32.0+cpu"; a
 # version without "+cpu" makes vLLM miss its CPU platform and die loading the wrong kernels: Illegal instruction).
-cat > "$DIR/bin/vllm" <<PY
-#!$(cd "$DIR" && pwd)/bin/python
+{ printf '#!%s\n' "$(cd "$DIR" && pwd)/bin/python"; cat <<'PY'; } > "$DIR/bin/vllm"
 import importlib.metadata
 import sys
 
@@ -23,5 +22,6 @@ from vllm.entrypoints.cli.main import main  # noqa: E402
 if __name__ == "__main__":  # (vLLM's engine core is a spawned process, which imports this file again)
     sys.exit(main())
 PY
+chmod +x "$DIR/bin/vllm"
 "$DIR/bin/python" -c "import vllm, torch; print(f'vllm {vllm.__version__} torch {torch.__version__} in $DIR')"
 "$DIR/bin/vllm" --version

