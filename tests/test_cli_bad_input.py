@@ -101,6 +101,7 @@ def test_a_truncated_init_checkpoint_is_one_line(small_init, tmp_path, capsys):
         (["--forward-reps", "1"], "--forward-reps: 1 is less than the minimum of 4"),
         (["--reps", "0"], "--reps: 0 is less than the minimum of 1"),
         (["--tau", "1.5"], "--tau: 1.5 is greater than the maximum of 1"),
+        (["--cpu-linear", "mkl"], "--cpu-linear: 'mkl' is not one of ['default', 'onednn_packed']"),
     ],
 )
 def test_bench_flags_are_checked_by_the_config_schema_before_the_bench(flags, needle, tmp_path, capsys):

@@ -148,6 +148,8 @@ def test_bench_writes_table5_data(trained_tiny, tmp_path, capsys):
             "24",
             "--tau",
             "0.5",
+            "--cpu-linear",  # (every setting on the same packed model: mars.decoding.cpu_linear)
+            "onednn_packed",
         ]
     )
     assert code == 0
@@ -193,6 +195,7 @@ def test_bench_writes_table5_data(trained_tiny, tmp_path, capsys):
         assert greedy["mars_lossless"] == greedy["mars_tau1"]
     meta = json.loads((out / "bench.json").read_text())
     assert meta["machine"]["torch"] == torch.__version__ and meta["tau"] == 0.5
+    assert meta["cpu_linear"] == "onednn_packed"
 
 
 @pytest.fixture(scope="module")

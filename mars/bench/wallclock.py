@@ -4,7 +4,8 @@ Prompts (``prompts``): "world", the tiny world's GSM8K-like test records (``--da
 paper scale, the GSM8K test questions of the harness's ``gsm8k_cot_zeroshot`` task as it prompts them, from the
 local mirror ``harness_data`` (:mod:`mars.evaluation.tasks.mirror`; None: the hub).  Each is sent as a chat user turn.
 The model runs on CUDA when available (``device``) in ``dtype`` ("auto": bf16 on CUDA, fp32 on CPU); on CUDA each
-timed pass ends with a synchronize, so the clock measures the GPU's work.
+timed pass ends with a synchronize, so the clock measures the GPU's work. On a CPU, ``cpu_linear: onednn_packed``
+gives every setting below the same model with oneDNN-packed linear weights (:mod:`mars.decoding.cpu_linear`).
 
 Settings, all greedy on the same model and prompts:
   ar_hf_kv          Hugging Face ``generate`` with its KV cache (the reference, speed-up 1.00)
@@ -47,6 +48,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from mars.decoding.cpu_linear import CPU_LINEARS, pack_linears
 from mars.decoding.engine import KVCache, _Row, generate, window_forward
 from mars.decoding.generation import default_window, encode_prompts, load_model
 from mars.fileio import write_json_atomic, write_text_atomic
@@ -234,6 +236,7 @@ def run_bench(
     dtype: str = "auto",
     device: str | None = None,
     forward_reps: int = 40,
+    cpu_linear: str = "default",
 ) -> list[dict]:
     """The benchmark (module docstring); its settings' defaults are the config schema's (``bench`` section)."""
     if threads:
@@ -244,7 +247,15 @@ def run_bench(
         raise ConfigError(f"prompts must be 'world' or 'gsm8k', got {prompts!r}")
     if prompts == "world" and not data_dir:
         raise ConfigError("--data (the world's data folder with test.jsonl) is required for prompts 'world'")
+    if cpu_linear not in CPU_LINEARS:
+        raise ConfigError(f"cpu_linear must be one of {', '.join(CPU_LINEARS)}, got {cpu_linear!r}")
     model, tokenizer = load_model(model_path, dtype=dtype, device=device)
+    on_cpu = next(model.parameters()).device.type == "cpu"
+    if cpu_linear == "onednn_packed" and on_cpu:
+        try:
+            pack_linears(model)  # (every setting below decodes this same model, the reference included)
+        except RuntimeError as exc:
+            raise ConfigError(str(exc)) from None
     if tokenizer.mask_token_id is None:
         raise ConfigError(f"{model_path}: the tokenizer has no mask token; mars bench needs a MARS model")
     block_size = block_size or default_window(model_path, "mars") or 0
@@ -389,6 +400,7 @@ def run_bench(
         "prompts": source,
         "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
         "device": str(next(model.parameters()).device),
+        "cpu_linear": cpu_linear if on_cpu else None,
         "max_new_tokens": max_new_tokens,
         "reps": reps,
         "forward_reps": forward_reps,

@@ -489,6 +489,13 @@ def build_engine(model_path: str, settings: dict):
     model, tokenizer = load_model(path)
     if settings["method"] != "ar" and tokenizer.mask_token_id is None:
         raise ConfigError(f"--model {model_path}: the tokenizer has no mask token")
+    if settings["cpu_linear"] == "onednn_packed" and next(model.parameters()).device.type == "cpu":
+        from mars.decoding.cpu_linear import pack_linears
+
+        try:
+            pack_linears(model)
+        except RuntimeError as exc:
+            raise ConfigError(str(exc)) from None
     engine = ServeEngine(
         model,
         tokenizer,
@@ -511,6 +518,7 @@ def add_parser(commands) -> None:
     cmd.add_argument("--max-batch", type=int)
     cmd.add_argument("--max-tokens", type=int, help="the largest max_tokens a request may ask for")
     cmd.add_argument("--load-policy", help="LOAD:TAU,... the tau of requests that set none, by load (0:1.0,4:0.95)")
+    cmd.add_argument("--cpu-linear", help="default | onednn_packed: the linear kernel on a CPU (bench.cpu_linear)")
     cmd.set_defaults(run=_run)
 
 
@@ -526,6 +534,7 @@ def _run(args) -> None:
         "max_batch": args.max_batch,
         "max_tokens": args.max_tokens,
         "load_policy": parse_load_policy(args.load_policy) if args.load_policy else None,
+        "cpu_linear": args.cpu_linear,
     }
     settings = serve_settings(args.config, flags)
     engine, path = build_engine(args.model, settings)

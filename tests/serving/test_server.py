@@ -277,6 +277,24 @@ def test_serve_refuses_a_checkpoint_without_a_block_size_for_mars(trained_tiny):
         S.serve_settings(None, {"max_batch": 0})
 
 
+def test_cpu_linear_serves_the_packed_model_with_the_same_answers(trained_tiny):
+    from mars.decoding.cpu_linear import PackedLinear
+
+    _, tokenizer = load_model(trained_tiny["mars"])
+    ids = encode_prompts(tokenizer, PROMPTS[1:])[0]
+    for kernel in ("default", "onednn_packed"):
+        engine, _ = S.build_engine(str(trained_tiny["mars"]), S.serve_settings(None, {"cpu_linear": kernel}))
+        packed = any(isinstance(m, PackedLinear) for m in engine.batcher.model.modules())
+        assert packed == (kernel == "onednn_packed")
+        # one request through the batcher: the tokens of the unpacked decoder alone (the kernels differ by ~1e-6)
+        engine.batcher.add(ids, max_new_tokens=24, tau=0.9)
+        tokens, finished = [], False
+        while not finished:
+            (event,) = engine.batcher.step()
+            tokens, finished = tokens + event.tokens, event.finished
+        assert tokens == alone(trained_tiny["mars"], ids, 0.9, 24)[0].token_ids, kernel
+
+
 def test_mars_serve_bad_flags_are_one_line(tmp_path):
     import subprocess
     import sys
@@ -284,6 +302,10 @@ def test_mars_serve_bad_flags_are_one_line(tmp_path):
     for args, line in (
         (["--model", str(tmp_path / "nope")], f"error: --model {tmp_path / 'nope'}: no such checkpoint folder"),
         (["--model", str(tmp_path), "--port", "0"], "error: --port: 0 is less than the minimum of 1"),
+        (
+            ["--model", str(tmp_path), "--cpu-linear", "mkl"],
+            "error: --cpu-linear: 'mkl' is not one of ['default', 'onednn_packed']",
+        ),
         (
             ["--model", str(tmp_path), "--load-policy", "2:1.0"],
             "error: the load policy's first entry must have min_load 0 (the tau of an idle server)",
