@@ -2,6 +2,7 @@
 
     python benchmarks/serve_load.py --model CKPT --data results/tiny/world/data --out docs/serving_load \\
         [--family gsm8k | --family humaneval-real] [--rates 2,4,8,16,32] [--num-prompts 100] [--vllm-env .venv-vllm]
+        [--cpu-linear onednn_packed]
 
 For each serving setting (fixed tau 1.0, fixed tau 0.9, the lossless mode at tau 0.9, and the default load policy
 ``serve.load_policy``), one ``mars serve`` process is started on a loopback port, and for each rate ``vllm bench
@@ -16,11 +17,12 @@ tokens per forward, forwards per second, the share of the run spent inside forwa
 decoded at tau < 1); and, from the served texts, the family's accuracy (``mars.world.tasks.score``) and the fraction
 of answers identical to fixed tau 1.0's at the lightest rate.
 
-Writes ``load.csv`` (one row per setting and rate), ``latency_throughput.png`` (p50 and p99 time per output token
-and p50 time to first token against output tokens per second, one line per setting) and ``runs/`` (vLLM's detailed
-result files) under ``--out``; ``--replot`` redraws the figure from an existing ``load.csv``. Prints the table and
-adaptive's output tokens/s over tau 1.0's at the highest rate that tau 1.0 sustains (completed-request throughput at
-least 90% of the offered rate, declared before the run) and at the highest rate run.
+Writes ``load.csv`` (one row per setting and rate), ``load.json`` (the run's arguments and commit),
+``latency_throughput.png`` (p50 and p99 time per output token and p50 time to first token against output tokens per
+second, one line per setting) and ``runs/`` (vLLM's detailed result files) under ``--out``; ``--replot`` redraws the
+figure from an existing ``load.csv``. Prints the table and adaptive's output tokens/s over tau 1.0's at the highest
+rate that tau 1.0 sustains (completed-request throughput at least 90% of the offered rate, declared before the run)
+and at the highest rate run.
 """
 
 from __future__ import annotations
@@ -119,9 +121,12 @@ def health(port: int) -> dict:
         return json.loads(response.read())
 
 
-def start_server(model: str, method: str, policy: str | None, port: int, log: Path) -> subprocess.Popen:
+def start_server(
+    model: str, method: str, policy: str | None, port: int, log: Path, cpu_linear: str = "default"
+) -> subprocess.Popen:
     command = [sys.executable, "-m", "mars.cli", "serve", "--model", model, "--port", str(port), "--method", method]
     command += ["--load-policy", policy] if policy else []
+    command += ["--cpu-linear", cpu_linear]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     process = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env)
     deadline = time.time() + 300
@@ -189,6 +194,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=256, help="max_tokens of every request")
     parser.add_argument("--settings", default=",".join(SETTINGS))
     parser.add_argument("--vllm-env", type=Path, default=Path(".venv-vllm"))
+    parser.add_argument("--cpu-linear", default="default", help="mars serve --cpu-linear (default | onednn_packed)")
     parser.add_argument("--replot", action="store_true", help="only redraw the figure from --out's load.csv")
     args = parser.parse_args()
     import pandas as pd
@@ -215,7 +221,7 @@ def main() -> None:
     for setting in settings:
         method, policy = SETTINGS[setting]
         port = free_port()
-        server = start_server(args.model, method, policy, port, scratch / f"serve-{setting}.log")
+        server = start_server(args.model, method, policy, port, scratch / f"serve-{setting}.log", args.cpu_linear)
         try:
             for rate in rates:
                 before = health(port)
@@ -257,6 +263,9 @@ def main() -> None:
             server.wait(timeout=60)
     table = pd.DataFrame(rows)
     table.to_csv(args.out / "load.csv", index=False, float_format="%.4g")
+    run = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "replot"}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    (args.out / "load.json").write_text(json.dumps({**run, "commit": commit}, indent=1) + "\n")
     plot(table, args.out / "latency_throughput.png")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
     if {"tau1.0", "adaptive"} <= set(settings):
