@@ -1,6 +1,7 @@
 """The serving decoder's own capacity, without HTTP or a load client: the control for benchmarks/serve_load.py.
 
     python benchmarks/decoder_capacity.py --model CKPT --data results/tiny/world/data [--family gsm8k] [--reps 2]
+        [--cpu-linear onednn_packed]
 
 The family's first ``--num-prompts`` test questions (chat template) are all queued at once on a
 :class:`~mars.serving.batcher.ContinuousBatcher` (``--max-batch`` rows; a finished row is replaced from the queue
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from mars.decoding.cpu_linear import CPU_LINEARS, pack_linears
 from mars.decoding.generation import encode_prompts, load_model, trained_block_size
 from mars.serving.batcher import ContinuousBatcher
 
@@ -34,9 +36,12 @@ def main() -> None:
     parser.add_argument("--max-batch", type=int, default=16)
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--cpu-linear", default="default", choices=CPU_LINEARS, help="as mars serve --cpu-linear")
     args = parser.parse_args()
     torch.set_num_threads(1)
     model, tokenizer = load_model(args.model)
+    if args.cpu_linear == "onednn_packed":
+        pack_linears(model)
     records = [json.loads(line) for line in open(args.data / "test.jsonl")]
     questions = [r["prompt"] for r in records if r["family"] == args.family][: args.num_prompts]
     prompts = encode_prompts(tokenizer, questions)
