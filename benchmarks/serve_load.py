@@ -211,6 +211,7 @@ def main() -> None:
         sys.exit(f"error: unknown --settings {sorted(unknown)}; known: {list(SETTINGS)}")
     settings.sort(key=lambda name: name != "tau1.0")  # tau 1.0 first: the reference answers
     (args.out / "runs").mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     scratch = Path(tempfile.mkdtemp(prefix="serve-load-"))
     prompts = scratch / "prompts.jsonl"
     asked = questions(args.model, args.data, args.family, args.num_prompts)
@@ -264,7 +265,6 @@ def main() -> None:
     table = pd.DataFrame(rows)
     table.to_csv(args.out / "load.csv", index=False, float_format="%.4g")
     run = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "replot"}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     (args.out / "load.json").write_text(json.dumps({**run, "commit": commit}, indent=1) + "\n")
     plot(table, args.out / "latency_throughput.png")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
