@@ -13,10 +13,11 @@ them are lossless: the report counts the prompts on which each run gives its own
 (vLLM's for vLLM's proposers, the tau 1.0 decoder's for the lossless mode) and on which the two engines' greedy
 tokens agree.
 
-Reported per decoder and prompt set: tokens per target forward (vLLM's mean acceptance length, 1 + accepted drafts per
-draft round; the lossless mode's tokens per forward) and tokens per model forward counting the drafter's forwards too
-(a parallel drafter of the target's own size runs one forward per round, so half; the n-gram proposer and the
-lossless mode run none).
+Reported per decoder and prompt set, counted as the lossless mode counts (the prefill is a forward): tokens per target
+forward (from vLLM's counters: forwards = tokens - accepted drafts, an upper bound on the ratio when accepted drafts
+fall after EOS) and tokens per model forward counting the drafter's forwards too (a parallel drafter of the target's
+own size runs one forward per draft round; the n-gram proposer and the lossless mode run none); beside them vLLM's
+own mean acceptance length (1 + accepted drafts per draft round, over rounds that drafted only).
 """
 
 from __future__ import annotations
@@ -90,7 +91,16 @@ def main() -> None:
         block_size=block,
         max_new_tokens=args.max_tokens,
     )
-    report = {"model": args.model, "k": args.k, "max_tokens": args.max_tokens, "sets": {}}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout
+    report = {
+        "model": args.model,
+        "k": args.k,
+        "max_tokens": args.max_tokens,
+        "num_prompts": args.num_prompts,
+        "lossless_taus": args.lossless_taus,
+        "commit": commit.strip(),
+        "sets": {},
+    }
     for name, items in prompt_sets(args.model, args.data, args.num_prompts).items():
         prompts, scorers = [ids for ids, _ in items], [scorer for _, scorer in items]
 
@@ -106,12 +116,19 @@ def main() -> None:
         }
         ours = [generate(model, [p], cache="cursor", method="mars", tau=1.0, **kw)[0].token_ids for p in prompts]
         rows = {}
+        tokens = sum(map(len, greedy["tokens"]))
         for run, result in runs.items():
-            length = result.get("acceptance_length", 1.0)
-            draft_forwards = 1 if run == "vllm_parallel_drafting" else 0  # per round, a drafter of the same size
+            # Counted as the lossless mode counts (the prefill is a forward): every target forward emits one token
+            # plus the drafts it accepts, so forwards = tokens - accepted (+ accepted drafts cut off after EOS or the
+            # budget, which vLLM's counter includes: the count is a lower bound, the ratio an upper bound, exact when
+            # none was cut). A parallel drafter of the target's size runs one forward per draft round.
+            accepted = result.get("spec_decode_num_accepted_tokens", 0)
+            target = max(tokens - accepted, len(prompts) + result.get("spec_decode_num_drafts", 0))
+            drafter = result.get("spec_decode_num_drafts", 0) if run == "vllm_parallel_drafting" else 0
             rows[run] = {
-                "tokens_per_target_forward": length,
-                "tokens_per_model_forward": length / (1 + draft_forwards),
+                "vllm_acceptance_length": result.get("acceptance_length", 1.0),  # vLLM's: over draft rounds only
+                "tokens_per_target_forward": tokens / target,
+                "tokens_per_model_forward": tokens / (target + drafter),
                 "same_as_greedy": sum(a == b for a, b in zip(result["tokens"], greedy["tokens"])),
                 "score": score(result["tokens"]),
                 **{k: v for k, v in result.items() if k.startswith("spec_decode")},
