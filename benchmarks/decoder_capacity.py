@@ -39,9 +39,10 @@ def main() -> None:
     parser.add_argument("--cpu-linear", default="default", choices=CPU_LINEARS, help="as mars serve --cpu-linear")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    model, tokenizer = load_model(args.model)
+    model, tokenizer = load_model(args.model, device="cpu")  # (one thread: this measures the CPU decoder)
     if args.cpu_linear == "onednn_packed":
         pack_linears(model)
+    print(f"{args.model}, cpu_linear {args.cpu_linear}, {args.num_prompts} questions, max batch {args.max_batch}")
     records = [json.loads(line) for line in open(args.data / "test.jsonl")]
     questions = [r["prompt"] for r in records if r["family"] == args.family][: args.num_prompts]
     prompts = encode_prompts(tokenizer, questions)
