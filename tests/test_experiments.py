@@ -357,3 +357,13 @@ def test_real_tasks_run_the_paper_profile_on_the_workflows_own_humaneval_mirror(
     paper["eval"]["real_tasks"] = ["humaneval"]
     with pytest.raises(ConfigError, match="eval.real_tasks': only for the tiny profile"):
         validate(paper)
+
+
+def test_the_bench_kernel_enters_the_bench_param_only_when_set():
+    """``bench.cpu_linear`` was added after benches had run: at its default it stays out of the job (no finished
+    bench reruns); set, it is the job's setting."""
+    default = config("configs/smoke.yaml")
+    assert default["bench"]["cpu_linear"] == "default" and "cpu_linear" not in X.bench_job(default)
+    packed = config("configs/smoke.yaml", edit=lambda c: c["bench"].update(cpu_linear="onednn_packed"))
+    assert X.bench_job(packed) == {**X.bench_job(default), "cpu_linear": "onednn_packed"}
+    assert X.bench_job(config("configs/smollm2-135m.yaml"))["cpu_linear"] == "onednn_packed"
