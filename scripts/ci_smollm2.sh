@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # CI: the micro-rehearsal of configs/smollm2-135m.yaml (sizes: configs/rehearsal-smollm2.yaml). SmolLM2-135M-Instruct
-# imported from its PyPI wheel, two optimizer steps each of AR SFT and MARS, the harness's HumanEval on one problem
-# and the real-text loss of MARS at tau 0.95; then each output is checked. (The wall-clock bench, Table 5, is left
-# out: it is the same job on another model, run by the smoke workflow and tests/test_generation.py, and the
-# decoder's exactness on this model is tests/test_smollm2.py's. Its minutes pay for vLLM's CI step.)
+# imported from its PyPI wheel, two optimizer steps each of AR SFT and MARS, the harness's HumanEval on one problem,
+# the real-text loss of MARS at tau 0.95 and one wall-clock bench repetition (Table 5's job: 28 s idle); then each
+# output is checked.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$(mktemp -d /tmp/mars-ci-smollm2.XXXX)
@@ -13,7 +12,7 @@ echo "== micro-rehearsal of configs/smollm2-135m.yaml in $OUT"
     --snakefile "$ROOT/Snakefile" --directory "$OUT" --cores all \
     --configfile "$ROOT/configs/smollm2-135m.yaml" "$ROOT/configs/rehearsal-smollm2.yaml" -- \
     $RESULTS/text_loss/mars_b4.json \
-    $RESULTS/real/mars_b4/mars-tau0.95-probability/humaneval.json) > "$OUT/run.log" 2>&1 \
+    $RESULTS/real/mars_b4/mars-tau0.95-probability/humaneval.json $RESULTS/bench/bench.csv) > "$OUT/run.log" 2>&1 \
     || { tail -60 "$OUT/run.log"; exit 1; }
 "$ROOT/.venv/bin/python" - "$OUT/$RESULTS" <<'PY'
 import json, sys
@@ -28,6 +27,12 @@ real = json.loads((out / "real" / "mars_b4" / "mars-tau0.95-probability" / "huma
 assert real["task"] == "humaneval_instruct" and real["n_samples"]["humaneval_instruct"]["original"] == 164, real
 loss = json.loads((out / "text_loss" / "mars_b4.json").read_text())
 assert loss["files"] == 2 and loss["tokens"] > 0 and 0 < loss["loss"] < 20, loss
-print(f"smollm2 micro-rehearsal: humaneval pass@1 {real['metrics']}, text loss {loss['loss']:.3f}")
+bench = json.loads((out / "bench" / "bench.json").read_text())
+assert bench["cpu_linear"] == "onednn_packed" and bench["block_size"] == 4, bench  # the config's kernel and window
+rows = {r["setting"]: r for r in bench["rows"]}
+assert {"ar_hf_kv", "mars_cursor", "mars_lossless"} <= set(rows), sorted(rows)
+assert rows["mars_lossless"]["tokens"] == rows["mars_tau1"]["tokens"], rows  # lossless: greedy's tokens
+print(f"smollm2 micro-rehearsal: humaneval pass@1 {real['metrics']}, text loss {loss['loss']:.3f}, "
+      f"bench mars_cursor {rows['mars_cursor']['speedup_vs_ar_kv']:.2f}x")
 PY
 rm -rf "$OUT"
