@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from mars.decoding.cpu_linear import CPU_LINEARS, pack_linears
+from mars.decoding.cpu_linear import CPU_LINEARS, use_cpu_linear
 from mars.decoding.generation import encode_prompts, load_model, trained_block_size
 from mars.serving.batcher import ContinuousBatcher
 
@@ -40,8 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     model, tokenizer = load_model(args.model, device="cpu")  # (one thread: this measures the CPU decoder)
-    if args.cpu_linear == "onednn_packed":
-        pack_linears(model)
+    use_cpu_linear(model, args.cpu_linear)
     print(f"{args.model}, cpu_linear {args.cpu_linear}, {args.num_prompts} questions, max batch {args.max_batch}")
     records = [json.loads(line) for line in open(args.data / "test.jsonl")]
     questions = [r["prompt"] for r in records if r["family"] == args.family][: args.num_prompts]

@@ -48,7 +48,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from mars.decoding.cpu_linear import CPU_LINEARS, pack_linears
+from mars.decoding.cpu_linear import CPU_LINEARS, use_cpu_linear
 from mars.decoding.engine import KVCache, _Row, generate, window_forward
 from mars.decoding.generation import default_window, encode_prompts, load_model
 from mars.fileio import write_json_atomic, write_text_atomic
@@ -247,15 +247,10 @@ def run_bench(
         raise ConfigError(f"prompts must be 'world' or 'gsm8k', got {prompts!r}")
     if prompts == "world" and not data_dir:
         raise ConfigError("--data (the world's data folder with test.jsonl) is required for prompts 'world'")
-    if cpu_linear not in CPU_LINEARS:
+    if cpu_linear not in CPU_LINEARS:  # (before the model is loaded)
         raise ConfigError(f"cpu_linear must be one of {', '.join(CPU_LINEARS)}, got {cpu_linear!r}")
     model, tokenizer = load_model(model_path, dtype=dtype, device=device)
-    on_cpu = next(model.parameters()).device.type == "cpu"
-    if cpu_linear == "onednn_packed" and on_cpu:
-        try:
-            pack_linears(model)  # (every setting below decodes this same model, the reference included)
-        except RuntimeError as exc:
-            raise ConfigError(str(exc)) from None
+    kernel = use_cpu_linear(model, cpu_linear)  # (every setting below decodes this same model, the reference too)
     if tokenizer.mask_token_id is None:
         raise ConfigError(f"{model_path}: the tokenizer has no mask token; mars bench needs a MARS model")
     block_size = block_size or default_window(model_path, "mars") or 0
@@ -400,7 +395,7 @@ def run_bench(
         "prompts": source,
         "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
         "device": str(next(model.parameters()).device),
-        "cpu_linear": cpu_linear if on_cpu else None,
+        "cpu_linear": kernel,
         "max_new_tokens": max_new_tokens,
         "reps": reps,
         "forward_reps": forward_reps,

@@ -15,6 +15,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from mars.pipeline.config import ConfigError
+
 CPU_LINEARS = ("default", "onednn_packed")
 
 
@@ -60,3 +62,19 @@ def pack_linears(model: nn.Module) -> int:
                 setattr(parent, name, PackedLinear(child))
                 replaced += 1
     return replaced
+
+
+def use_cpu_linear(model: nn.Module, kernel: str) -> str | None:
+    """Apply the ``cpu_linear`` setting (``bench.cpu_linear``, ``serve.cpu_linear``) to a loaded inference model:
+    ``onednn_packed`` packs its linears when it is on the CPU; CUDA ignores the setting. Returns the kernel in use
+    (None on CUDA); a bad setting or a model that cannot be packed is a ConfigError."""
+    if kernel not in CPU_LINEARS:
+        raise ConfigError(f"cpu_linear must be one of {', '.join(CPU_LINEARS)}, got {kernel!r}")
+    if next(model.parameters()).device.type != "cpu":
+        return None
+    if kernel == "onednn_packed":
+        try:
+            pack_linears(model)
+        except RuntimeError as exc:
+            raise ConfigError(str(exc)) from None
+    return kernel

@@ -489,13 +489,9 @@ def build_engine(model_path: str, settings: dict):
     model, tokenizer = load_model(path)
     if settings["method"] != "ar" and tokenizer.mask_token_id is None:
         raise ConfigError(f"--model {model_path}: the tokenizer has no mask token")
-    if settings["cpu_linear"] == "onednn_packed" and next(model.parameters()).device.type == "cpu":
-        from mars.decoding.cpu_linear import pack_linears
+    from mars.decoding.cpu_linear import use_cpu_linear
 
-        try:
-            pack_linears(model)
-        except RuntimeError as exc:
-            raise ConfigError(str(exc)) from None
+    use_cpu_linear(model, settings["cpu_linear"])
     engine = ServeEngine(
         model,
         tokenizer,
