@@ -1,6 +1,6 @@
 """Table 6 end to end on tiny random models: ``mars speculate`` (mars/bench/speculative.py), the fresh smaller draft of
-a model entry's ``architecture`` (mars.training.train.fresh_model), the scoring of the completions, and the table's
-layout.
+a model entry's ``architecture`` (mars.training.train.fresh_model) and the cut one of its ``layers``, the scoring of
+the completions, and the table's layout.
 
 Independent expectations: Hugging Face greedy ``generate`` of the target (the AR-target and lossless rows must
 reproduce it); counters added up from the rows' own token lists; the tiny gsm8k family's scorer and the harness's
@@ -59,6 +59,28 @@ def test_train_with_architecture_trains_the_fresh_model(small_init, tmp_path):
     model = AutoModelForCausalLM.from_pretrained(tmp_path / "m")
     assert model.config.hidden_size == 16 and model.config.num_hidden_layers == 1
     assert json.loads((tmp_path / "m" / "run_config.json").read_text())["spec"]["architecture"] == DRAFT_SHAPE
+
+
+def test_layers_keeps_the_first_layers_of_the_trained_init(small_init, tmp_path):
+    """A model entry's ``layers``: the cut model's logits are the full model's after its first n layers, put through
+    its own final norm and output layer (HF's hidden states of the full model: an independent computation)."""
+    from mars.pipeline.config import ConfigError, TrainSpec
+    from mars.training.train import load_init
+
+    init = small_init / "init"
+    model, _ = load_init(str(init), TrainSpec(method="ar", init="x", layers=1))
+    model.save_pretrained(tmp_path / "cut")
+    cut = AutoModelForCausalLM.from_pretrained(tmp_path / "cut").eval()
+    assert cut.config.num_hidden_layers == 1 and len(cut.model.layers) == 1
+    full = AutoModelForCausalLM.from_pretrained(init).eval()
+    ids = torch.tensor([[5, 17, 42, 9, 100, 3]])
+    with torch.no_grad():
+        after_one = full(ids, output_hidden_states=True).hidden_states[1]
+        expected = full.lm_head(full.model.norm(after_one))
+        assert torch.allclose(cut(ids).logits, expected, atol=1e-5)
+    for n in (0, 2):  # (a cut must keep at least one layer and drop at least one of the init's 2)
+        with pytest.raises(ConfigError, match=rf"layers: {n}, but .* has 2 decoder layers \(keep 1 to 1\)"):
+            load_init(str(init), TrainSpec(method="ar", init="x", layers=n))
 
 
 @pytest.fixture(scope="module")

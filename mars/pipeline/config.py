@@ -153,6 +153,7 @@ class TrainSpec:
     # init world only: a fresh random model of the world's architecture with these Qwen2 keys changed (tiny world)
     architecture: dict | None = _default("architecture")
     base_model: str | None = _default("base_model")  # init world only: this start instead of world.base_model (hf)
+    layers: int | None = _default("layers")  # the init's first n decoder layers only (a smaller draft, Table 6)
 
     @property
     def variant(self) -> str:
@@ -180,7 +181,7 @@ def validate(config: dict) -> dict:
         if init == name:
             raise ConfigError(f"config key 'models.{name}.init': a model cannot start from itself")
         _check_start(config, name, entry)
-    for key in ("architecture", "base_model", "derived_from"):  # a model's own: never a default of every entry
+    for key in ("architecture", "base_model", "layers", "derived_from"):  # a model's own: never a default of every entry
         if config.get("training", {}).get(key) is not None:
             raise ConfigError(f"config key 'training.{key}': set it on the model entry that starts that way")
     if config["eval"]["real_tasks"] and config["eval"]["profile"] != "tiny":
@@ -472,6 +473,8 @@ def check_spec(spec: TrainSpec, where: str = "spec") -> None:
     if (spec.architecture or spec.base_model) and spec.init != "world":
         key = "architecture" if spec.architecture else "base_model"
         raise ConfigError(f"config key '{where}.{key}': only a model with init 'world' starts from it")
+    if spec.layers is not None and spec.architecture:
+        raise ConfigError(f"config key '{where}.layers': a fresh architecture sets its own num_hidden_layers")
     if spec.epochs <= 0 and spec.max_steps <= 0:
         raise ConfigError(f"config key '{where}.epochs': must be > 0")
     for name in ("grad_accum", "effective_batch"):

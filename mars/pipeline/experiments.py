@@ -508,7 +508,7 @@ def train_job(config: dict, model: str) -> dict:
     # these to mars.launch as resources, never in this param, so that they rerun nothing
     launch = ("accelerate_config", "processes")
     # keys added later that are unset stay out too, so that adding them retrains nothing
-    unset = ("grad_accum", "effective_batch", "architecture", "base_model")
+    unset = ("grad_accum", "effective_batch", "architecture", "base_model", "layers")
     spec = {k: v for k, v in spec.items() if k not in unused and k not in launch and not (k in unset and v is None)}
     return {"model": model, "spec": spec, "mask_token": config["world"].get("mask_token"), "experiment": config["name"]}
 

@@ -70,7 +70,24 @@ def load_init(init: str, spec: TrainSpec, mask_token: str | None = None):
             model = AutoModelForCausalLM.from_pretrained(init, dtype=torch.float32)
     except _load_errors() as exc:  # (a truncated safetensors file included)
         raise ConfigError(checkpoint_error(init, exc)) from None
+    if spec.layers is not None:
+        keep_first_layers(model, spec.layers, init)
     return model, tokenizer
+
+
+def keep_first_layers(model, n: int, init: str = "the model") -> None:
+    """Cut ``model`` (in place) to its first ``n`` decoder layers; embeddings, final norm and output layer stay.
+
+    A model entry's ``layers``: a smaller draft of the same family and tokenizer that starts from trained weights
+    (Table 6 on a real model, which ships no smaller sibling offline). The config's per-layer lists are cut too, so
+    the saved folder loads as an ordinary ``n``-layer checkpoint."""
+    layers = model.get_decoder().layers
+    if not 1 <= n < len(layers):
+        raise ConfigError(f"layers: {n}, but {init} has {len(layers)} decoder layers (keep 1 to {len(layers) - 1})")
+    model.get_decoder().layers = torch.nn.ModuleList(list(layers)[:n])
+    model.config.num_hidden_layers = n
+    if getattr(model.config, "layer_types", None):
+        model.config.layer_types = model.config.layer_types[:n]
 
 
 def fresh_model(init: str, architecture: dict, seed: int):
