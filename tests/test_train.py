@@ -1,12 +1,13 @@
 """Training runs on a tiny model: losses fall, accumulation equals one big batch, a killed run resumes exactly."""
 
+import dataclasses
 import json
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from mars.pipeline.config import TrainSpec
+from mars.pipeline.config import ConfigError, TrainSpec
 from mars.training.data import load_records
 from mars.training.train import build_dataset, load_init, make_trainer, train
 
@@ -110,7 +111,12 @@ def test_killed_run_resumes_to_the_same_weights(small_init, tmp_path, sort_micro
         train(s, output=str(tmp_path / "resumed"), abort_after_step=6, **kwargs)
     assert not (tmp_path / "resumed").exists()  # nothing half-written where a finished model would be
     assert (tmp_path / "resumed.work").is_dir()
-    metrics = train(s, output=str(tmp_path / "resumed"), **kwargs)
+    # checkpoints of other settings are never resumed: one line naming what changed, the checkpoints kept
+    with pytest.raises(ConfigError, match=r"holds checkpoints of other settings \(changed: learning_rate\)"):
+        train(dataclasses.replace(s, learning_rate=s.learning_rate * 2), output=str(tmp_path / "resumed"), **kwargs)
+    assert (tmp_path / "resumed.work" / "checkpoint-6").is_dir()
+    # how often it saves and logs is not what it computes: the same run resumes
+    metrics = train(dataclasses.replace(s, save_steps=5, logging_steps=2), output=str(tmp_path / "resumed"), **kwargs)
     assert metrics["resumed_from"].endswith("checkpoint-6")
     a, b = weights(tmp_path / "straight"), weights(tmp_path / "resumed")
     assert a.keys() == b.keys()

@@ -181,7 +181,8 @@ def validate(config: dict) -> dict:
         if init == name:
             raise ConfigError(f"config key 'models.{name}.init': a model cannot start from itself")
         _check_start(config, name, entry)
-    for key in ("architecture", "base_model", "layers", "derived_from"):  # a model's own: never a default of every entry
+    # a model's own keys: never a default of every entry
+    for key in ("architecture", "base_model", "layers", "derived_from"):
         if config.get("training", {}).get(key) is not None:
             raise ConfigError(f"config key 'training.{key}': set it on the model entry that starts that way")
     if config["eval"]["real_tasks"] and config["eval"]["profile"] != "tiny":

@@ -24,6 +24,7 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import SFTConfig
 
+from mars.fileio import write_json_atomic
 from mars.pipeline.config import ConfigError, TrainSpec, check_spec, resolve_grad_accum
 from mars.pipeline.tracking import MLflowLossCallback, config_hash, log_metrics, mlflow_run
 from mars.training.data import load_records, prompt_messages
@@ -315,6 +316,36 @@ def last_complete_checkpoint(work_dir: Path) -> str | None:
     return str(complete[-1]) if complete else None
 
 
+# settings that change how a run is launched or logged, not what it computes: a resume may change them
+LAUNCH_ONLY = ("threads", "accelerate_config", "processes", "save_steps", "logging_steps", "eval_steps")
+
+
+def resume_settings(spec: TrainSpec, init: str, data_dir: str, mask_token: str | None) -> dict:
+    """What a run's checkpoints were computed from: a resume must have the same."""
+    local = [str(Path(p).resolve()) if Path(p).exists() else p for p in (init, data_dir)]
+    computed = {k: v for k, v in spec.to_dict().items() if k not in LAUNCH_ONLY}
+    return {"spec": computed, "init": local[0], "data_dir": local[1], "mask_token": mask_token}
+
+
+def check_resumable(work_dir: Path, settings: dict, last: str | None, main: bool) -> None:
+    """Resume only checkpoints of the same settings (``work_dir/settings.json``): a model entry changed since a run
+    was stopped would otherwise go on from weights and a schedule of the old settings. ConfigError (one line) when
+    they differ; the folder is the user's to remove (a multi-process run cannot safely delete it here)."""
+    record = work_dir / "settings.json"
+    if last and record.is_file():
+        before = json.loads(record.read_text())
+        if before != json.loads(json.dumps(settings, default=str)):
+            changed = sorted(
+                k for k in {*before["spec"], *settings["spec"]} if before["spec"].get(k) != settings["spec"].get(k)
+            ) + [k for k in ("init", "data_dir", "mask_token") if before.get(k) != settings[k]]
+            raise ConfigError(
+                f"{work_dir} holds checkpoints of other settings (changed: {', '.join(changed)}): remove it to "
+                "start afresh, or run with the old settings to resume"
+            )
+    if main and not (last and record.is_file()):  # (a folder from before this record resumes as it always did)
+        write_json_atomic(record, settings)
+
+
 class Preempted(SystemExit):
     """The run was told to stop (SIGTERM, SIGUSR1, Ctrl-C's SIGINT) and saved a Trainer checkpoint: exit status
     128 + the signal, so that the job fails and a resubmitted one resumes from the checkpoint."""
@@ -422,6 +453,7 @@ def train(
     work_dir = output_path.with_name(output_path.name + ".work")
     work_dir.mkdir(parents=True, exist_ok=True)
     last = last_complete_checkpoint(work_dir)
+    check_resumable(work_dir, resume_settings(spec, init, data_dir, mask_token), last, main)
     run_file = work_dir / "mlflow_run_id"
     run_id = run_file.read_text().strip() if last and run_file.is_file() else None
     preemption = PreemptionCallback()
