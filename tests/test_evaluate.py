@@ -683,6 +683,58 @@ def test_failure_leaves_no_partial_file(trained_tiny, tmp_path, monkeypatch):
     assert runs[0].data.tags["task"] == "tiny_mmlu_pro"
 
 
+def test_a_job_stopped_part_way_resumes_its_finished_tasks(trained_tiny, tmp_path, monkeypatch):
+    """Killed in its second task, a two-task job rerun (its files removed first, as Snakemake does) restores the first
+    task's record instead of evaluating it again; a finished job leaves nothing to resume; a job of other settings
+    evaluates every task again."""
+    import lm_eval
+
+    import mars.evaluation.evaluate as ev
+
+    evaluated = []
+    real = lm_eval.simple_evaluate
+
+    def counting(*args, **kwargs):
+        evaluated.append(kwargs["tasks"][0])
+        if kill_at and len(evaluated) == kill_at:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lm_eval, "simple_evaluate", counting)
+    run = dict(
+        model=trained_tiny["mars"],
+        tasks="tiny_mmlu_pro,tiny_gpqa",
+        data=trained_tiny["world"] / "data",
+        limit=2,
+        batch_size=2,
+        max_gen_toks=4,
+        output=tmp_path / "{family}.json",
+        experiment="eval-resume",
+        device="cpu",
+    )
+    kill_at = 2
+    with pytest.raises(KeyboardInterrupt):
+        ev.evaluate(tau=1.0, **run)
+    first = json.loads((tmp_path / "mmlu_pro.json").read_text())
+    assert not (tmp_path / "gpqa.json").exists() and (tmp_path / ".mars_eval_done" / "mmlu_pro.json").is_file()
+    (tmp_path / "mmlu_pro.json").unlink()
+    kill_at = 0
+    evaluated.clear()
+    out = ev.evaluate(tau=1.0, **run)
+    assert evaluated == ["tiny_gpqa"]  # the first task restored, not evaluated again
+    assert json.loads((tmp_path / "mmlu_pro.json").read_text()) == first == out[0][1]
+    assert not (tmp_path / ".mars_eval_done").exists()
+    # kept records of other settings are never restored
+    kill_at = 2
+    evaluated.clear()
+    with pytest.raises(KeyboardInterrupt):
+        ev.evaluate(tau=1.0, overwrite=True, **run)
+    kill_at = 0
+    evaluated.clear()
+    ev.evaluate(tau=0.9, overwrite=True, **run)
+    assert evaluated == ["tiny_mmlu_pro", "tiny_gpqa"]
+
+
 def test_a_model_is_decoded_with_the_block_size_it_was_trained_with(trained_tiny, tmp_path, monkeypatch):
     """No --block-size: a checkpoint trained with B=16 is decoded with 15 masks per window at tau < 1 (the window's
     first prediction comes from the last real token; the budget of 24 tokens leaves room for a full window), and

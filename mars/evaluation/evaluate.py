@@ -25,8 +25,11 @@ Output: ONE JSON file per (model, tau, task).  With one task, ``--output`` is th
 may contain ``{task}`` (replaced by the task name) or ``{family}`` (its family: ``gsm8k``), otherwise the files are
 ``<stem>.<task>.json`` next to it.  Each
 file is written atomically (temporary file, fsync, rename) after its task finished: a failure leaves no partial
-file.  ``--tasks tiny`` (or ``paper``) means the profile's six tasks.  ``--limit N`` takes the first N documents of
-every harness task (for ``tiny_bbh``: of each subtask).
+file. A run stopped part way resumes: each finished task's record is also kept in ``.mars_eval_done/`` beside its
+file (with a key of the checkpoint's weights and every decoding and evaluation setting), and a rerun of the same job
+(Snakemake removes the files of an incomplete job first; by hand, with ``--overwrite``) restores those tasks instead
+of running them again. The folder goes when the job finishes.  ``--tasks tiny`` (or ``paper``) means the profile's
+six tasks.  ``--limit N`` takes the first N documents of every harness task (for ``tiny_bbh``: of each subtask).
 
 Result schema: :mod:`mars.evaluation.record` (one JSON per result, ``schema_version`` 1).
 
@@ -46,6 +49,7 @@ run is marked FAILED); with a mirror, its missing files are named before anythin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -218,8 +222,33 @@ def output_paths(output: str | os.PathLike, tasks: list[str], overwrite: bool = 
         if p.exists() and p.is_dir():
             raise ConfigError(f"--output is a folder: {p}")
         if p.exists() and not overwrite:
-            raise ConfigError(f"--output exists: {p} (give --overwrite to replace it)")
+            raise ConfigError(
+                f"--output exists: {p} (give --overwrite to replace it; a run stopped part way then resumes)"
+            )
     return {t: p.expanduser().resolve() for t, p in paths.items()}
+
+
+DONE_DIR = ".mars_eval_done"  # finished tasks of a job stopped part way, beside their output files
+
+
+def _resume_key(model_path: Path, task: str, settings: dict) -> str:
+    """What a finished task's record was computed from: the checkpoint's weights (names, sizes, modification
+    times) and every setting."""
+    from mars.pipeline.tracking import config_hash
+
+    weights = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in Path(model_path).glob("*.safetensors"))
+    return config_hash({"model": str(model_path), "weights": weights, "task": task, **settings})
+
+
+def _finished_record(path: Path, key: str) -> dict | None:
+    done = path.parent / DONE_DIR / path.name
+    if not done.is_file():
+        return None
+    try:
+        kept = json.loads(done.read_text())
+    except (OSError, ValueError):
+        return None
+    return kept["record"] if kept.get("key") == key else None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -442,6 +471,16 @@ def evaluate(
                 **{f"eval.{k}": v for k, v in eval_args.items()},
             }
             run_name = f"eval/{model_path.name}/{task}/tau={decoding_args['tau']}"
+            key = _resume_key(model_path, task, {"profile": profile, **params})
+            record = _finished_record(paths[task], key)
+            if record is not None:  # finished by this job before it was stopped (and logged to MLflow then)
+                write_json_atomic(paths[task], record)
+                print(
+                    f"[mars eval] {task}: restored, finished before the job was stopped -> {paths[task]}",
+                    file=sys.stderr,
+                )
+                out.append((paths[task], record))
+                continue
             print(f"[mars eval] {task} ({profile}) tau={decoding_args['tau']} model={model_path}", file=sys.stderr)
             with mlflow_run(experiment, run_name, results_dir=results_dir, tags=run_tags, params=params) as mlflow:
                 lm.reset_stats()
@@ -486,6 +525,7 @@ def evaluate(
                 }
                 log_metrics(mlflow_metrics(record))
                 write_json_atomic(paths[task], record)
+                write_json_atomic(paths[task].parent / DONE_DIR / paths[task].name, {"key": key, "record": record})
             value = record["metrics"].get(primary, {}).get("value")
             print(
                 f"[mars eval] {task}: {primary}={value} tokens/forward="
@@ -493,4 +533,8 @@ def evaluate(
                 file=sys.stderr,
             )
             out.append((paths[task], record))
+        for path in paths.values():  # the job finished: nothing left to resume
+            (path.parent / DONE_DIR / path.name).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # (only when empty: other jobs' tasks may share the folder)
+                (path.parent / DONE_DIR).rmdir()
         return out
