@@ -144,7 +144,9 @@ def test_an_existing_eval_output_is_refused_unless_overwrite(small_init, tmp_pat
     out.write_text("{}\n")
     argv = ["eval", "--model", str(small_init / "init"), "--tasks", "tiny_gsm8k", "--data", str(tmp_path)]
     assert main([*argv, "--output", str(out)]) == 2
-    assert error_lines(capsys) == [f"error: --output exists: {out} (give --overwrite to replace it)"]
+    assert error_lines(capsys) == [
+        f"error: --output exists: {out} (give --overwrite to replace it; a run stopped part way then resumes)"
+    ]
     assert out.read_text() == "{}\n"
     # with --overwrite that check passes: the next one (this folder has no test.jsonl) fails instead
     assert main([*argv, "--output", str(out), "--overwrite"]) == 2
