@@ -357,9 +357,17 @@ def test_a_train_job_is_launched_by_its_processes_and_gpus_which_rerun_nothing(t
         assert proc.returncode == 0, proc.stderr[-3000:]
         return [line for line in proc.stdout.splitlines() if " train --job " in line]
 
+    expansions = {}
+
     def launched(command):
-        """What the printed command's $(python -m mars.launch ...) expands to, run as the job would run it."""
+        """What the printed command's $(python -m mars.launch ...) expands to, run as the job would run it (once per
+        distinct expression: the jobs of one launch share it)."""
         expression = re.search(r"\$\((python -m mars\.launch [^)]*)\)", command).group(1)
+        if expression not in expansions:
+            expansions[expression] = expand(expression)
+        return expansions[expression]
+
+    def expand(expression):
         env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
         out = subprocess.run(expression, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
