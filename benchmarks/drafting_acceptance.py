@@ -80,12 +80,15 @@ def main() -> None:
     args = parser.parse_args()
     if not (args.vllm_env / "bin" / "python").exists():
         sys.exit(f"error: no vLLM environment at {args.vllm_env}: run scripts/setup_vllm.sh {args.vllm_env}")
+    from transformers import AutoTokenizer
+
     from mars.decoding.engine import generate
     from mars.decoding.generation import load_model, trained_block_size
 
     model, tokenizer = load_model(args.model)
     for checkpoint in filter(None, (args.model, args.draft)):
-        if trained_block_size(checkpoint) is None or load_model(checkpoint)[1].mask_token_id is None:
+        mask = AutoTokenizer.from_pretrained(checkpoint).mask_token_id if checkpoint == args.draft else None
+        if trained_block_size(checkpoint) is None or (tokenizer.mask_token_id if mask is None else mask) is None:
             sys.exit(f"error: {checkpoint} is not a MARS checkpoint (no trained block size or mask token)")
     block = trained_block_size(args.model)
     kw = dict(

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import os
 
 import pytest
 import torch
@@ -115,6 +116,15 @@ def test_killed_run_resumes_to_the_same_weights(small_init, tmp_path, sort_micro
     with pytest.raises(ConfigError, match=r"holds checkpoints of other settings \(changed: learning_rate\)"):
         train(dataclasses.replace(s, learning_rate=s.learning_rate * 2), output=str(tmp_path / "resumed"), **kwargs)
     assert (tmp_path / "resumed.work" / "checkpoint-6").is_dir()
+    # nor of another start at the same path (a start retrained in place: here, its weights file rewritten)
+    weights_file = small_init / "init" / "model.safetensors"
+    stat = weights_file.stat()
+    os.utime(weights_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    try:
+        with pytest.raises(ConfigError, match=r"other settings \(changed: init_files\)"):
+            train(s, output=str(tmp_path / "resumed"), **kwargs)
+    finally:
+        os.utime(weights_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     # how often it saves and logs is not what it computes: the same run resumes
     metrics = train(dataclasses.replace(s, save_steps=5, logging_steps=2), output=str(tmp_path / "resumed"), **kwargs)
     assert metrics["resumed_from"].endswith("checkpoint-6")

@@ -26,7 +26,8 @@ may contain ``{task}`` (replaced by the task name) or ``{family}`` (its family: 
 ``<stem>.<task>.json`` next to it.  Each
 file is written atomically (temporary file, fsync, rename) after its task finished: a failure leaves no partial
 file. A run stopped part way resumes: each finished task's record is also kept in ``.mars_eval_done/`` beside its
-file (with a key of the checkpoint's weights and every decoding and evaluation setting), and a rerun of the same job
+file (with a key of the checkpoint's files, the code's commit, the harness version and every decoding and evaluation
+setting), and a rerun of the same job
 (Snakemake removes the files of an incomplete job first; by hand, with ``--overwrite``) restores those tasks instead
 of running them again. The folder goes when the job finishes.  ``--tasks tiny`` (or ``paper``) means the profile's
 six tasks.  ``--limit N`` takes the first N documents of every harness task (for ``tiny_bbh``: of each subtask).
@@ -232,23 +233,24 @@ DONE_DIR = ".mars_eval_done"  # finished tasks of a job stopped part way, beside
 
 
 def _resume_key(model_path: Path, task: str, settings: dict) -> str:
-    """What a finished task's record was computed from: the checkpoint's weights (names, sizes, modification
-    times) and every setting."""
-    from mars.pipeline.tracking import config_hash
+    """What a finished task's record was computed from: the checkpoint's files (names, sizes, modification times:
+    weights, config, tokenizer and chat template), the code (commit) and harness version, and every setting."""
+    from lm_eval import __version__ as harness_version
 
-    weights = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in Path(model_path).glob("*.safetensors"))
-    return config_hash({"model": str(model_path), "weights": weights, "task": task, **settings})
+    from mars.pipeline.tracking import config_hash, git_commit
+
+    files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in Path(model_path).glob("*") if f.is_file())
+    code = {"commit": git_commit(), "lm_eval": harness_version}
+    return config_hash({"model": str(model_path), "files": files, "task": task, **code, **settings})
 
 
 def _finished_record(path: Path, key: str) -> dict | None:
     done = path.parent / DONE_DIR / path.name
-    if not done.is_file():
-        return None
     try:
         kept = json.loads(done.read_text())
-    except (OSError, ValueError):
+        return kept["record"] if kept["key"] == key else None
+    except (OSError, ValueError, KeyError, TypeError):  # (none, unreadable, or not a kept record)
         return None
-    return kept["record"] if kept.get("key") == key else None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -471,7 +473,9 @@ def evaluate(
                 **{f"eval.{k}": v for k, v in eval_args.items()},
             }
             run_name = f"eval/{model_path.name}/{task}/tau={decoding_args['tau']}"
-            key = _resume_key(model_path, task, {"profile": profile, **params})
+            key = _resume_key(
+                model_path, task, {"profile": profile, "mask_token": mask_token, "device": device, **params}
+            )
             record = _finished_record(paths[task], key)
             if record is not None:  # finished by this job before it was stopped (and logged to MLflow then)
                 write_json_atomic(paths[task], record)
@@ -525,7 +529,8 @@ def evaluate(
                 }
                 log_metrics(mlflow_metrics(record))
                 write_json_atomic(paths[task], record)
-                write_json_atomic(paths[task].parent / DONE_DIR / paths[task].name, {"key": key, "record": record})
+            # kept for a rerun only once its MLflow run has ended well
+            write_json_atomic(paths[task].parent / DONE_DIR / paths[task].name, {"key": key, "record": record})
             value = record["metrics"].get(primary, {}).get("value")
             print(
                 f"[mars eval] {task}: {primary}={value} tokens/forward="

@@ -9,6 +9,7 @@ folder is renamed into place.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -317,27 +318,55 @@ def last_complete_checkpoint(work_dir: Path) -> str | None:
 
 
 # settings that change how a run is launched or logged, not what it computes: a resume may change them
-LAUNCH_ONLY = ("threads", "accelerate_config", "processes", "save_steps", "logging_steps", "eval_steps")
+LAUNCH_ONLY = (
+    "threads",
+    "accelerate_config",
+    "processes",
+    "save_steps",
+    "logging_steps",
+    "eval_steps",
+    "activation_checkpointing",  # (recomputes the same activations: memory, not results)
+)
+
+
+def _file_stats(folder: str | Path, pattern: str) -> list:
+    return sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in Path(folder).glob(pattern) if f.is_file())
 
 
 def resume_settings(spec: TrainSpec, init: str, data_dir: str, mask_token: str | None) -> dict:
-    """What a run's checkpoints were computed from: a resume must have the same."""
+    """What a run's checkpoints were computed from: the settings, the start's files and the data's files (names,
+    sizes, modification times: a start retrained in place is another start). A resume must have the same."""
     local = [str(Path(p).resolve()) if Path(p).exists() else p for p in (init, data_dir)]
     computed = {k: v for k, v in spec.to_dict().items() if k not in LAUNCH_ONLY}
-    return {"spec": computed, "init": local[0], "data_dir": local[1], "mask_token": mask_token}
+    return {
+        "spec": computed,
+        "init": local[0],
+        "init_files": _file_stats(init, "*") if Path(init).is_dir() else None,
+        "data_dir": local[1],
+        "data_files": _file_stats(data_dir, "*.jsonl"),
+        "mask_token": mask_token,
+    }
 
 
 def check_resumable(work_dir: Path, settings: dict, last: str | None, main: bool) -> None:
-    """Resume only checkpoints of the same settings (``work_dir/settings.json``): a model entry changed since a run
-    was stopped would otherwise go on from weights and a schedule of the old settings. ConfigError (one line) when
-    they differ; the folder is the user's to remove (a multi-process run cannot safely delete it here)."""
+    """Resume only checkpoints of the same settings (``work_dir/settings.json``): a model entry or its start
+    changed since a run was stopped would otherwise go on from weights and a schedule of the old ones. ConfigError
+    (one line) when they differ; the folder is the user's to remove (a multi-process run cannot safely delete it
+    here). A key added to the code later, absent from the record, counts as unchanged (at its default)."""
     record = work_dir / "settings.json"
     if last and record.is_file():
-        before = json.loads(record.read_text())
-        if before != json.loads(json.dumps(settings, default=str)):
-            changed = sorted(
-                k for k in {*before["spec"], *settings["spec"]} if before["spec"].get(k) != settings["spec"].get(k)
-            ) + [k for k in ("init", "data_dir", "mask_token") if before.get(k) != settings[k]]
+        before, now = json.loads(record.read_text()), json.loads(json.dumps(settings, default=str))
+        defaults = {f.name: f.default for f in dataclasses.fields(TrainSpec)}
+        changed = sorted(
+            k
+            for k in {*before["spec"], *now["spec"]}
+            if before["spec"].get(k, defaults.get(k)) != now["spec"].get(k, defaults.get(k))
+        ) + [
+            k
+            for k in ("init", "init_files", "data_dir", "data_files", "mask_token")
+            if k in before and before[k] != now[k]
+        ]
+        if changed:
             raise ConfigError(
                 f"{work_dir} holds checkpoints of other settings (changed: {', '.join(changed)}): remove it to "
                 "start afresh, or run with the old settings to resume"
