@@ -86,9 +86,11 @@ def main() -> None:
     from mars.decoding.generation import load_model, trained_block_size
 
     model, tokenizer = load_model(args.model)
-    for checkpoint in filter(None, (args.model, args.draft)):
-        mask = AutoTokenizer.from_pretrained(checkpoint).mask_token_id if checkpoint == args.draft else None
-        if trained_block_size(checkpoint) is None or (tokenizer.mask_token_id if mask is None else mask) is None:
+    masks = {args.model: tokenizer.mask_token_id}
+    if args.draft:
+        masks[args.draft] = AutoTokenizer.from_pretrained(args.draft).mask_token_id
+    for checkpoint, mask in masks.items():
+        if trained_block_size(checkpoint) is None or mask is None:
             sys.exit(f"error: {checkpoint} is not a MARS checkpoint (no trained block size or mask token)")
     block = trained_block_size(args.model)
     kw = dict(

@@ -49,6 +49,12 @@ def _umask() -> int:
     return mask
 
 
+def file_stats(folder: str | Path, pattern: str = "*") -> list[tuple[str, int, int]]:
+    """(name, size, modification time in ns) of the files in ``folder`` matching ``pattern``, sorted: what a resumed
+    job compares to know that its inputs are the ones its kept work was computed from."""
+    return sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in Path(folder).glob(pattern) if f.is_file())
+
+
 def write_json_atomic(path: str | Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 

@@ -27,10 +27,10 @@ may contain ``{task}`` (replaced by the task name) or ``{family}`` (its family: 
 file is written atomically (temporary file, fsync, rename) after its task finished: a failure leaves no partial
 file. A run stopped part way resumes: each finished task's record is also kept in ``.mars_eval_done/`` beside its
 file (with a key of the checkpoint's files, the code's commit, the harness version and every decoding and evaluation
-setting), and a rerun of the same job
-(Snakemake removes the files of an incomplete job first; by hand, with ``--overwrite``) restores those tasks instead
-of running them again. The folder goes when the job finishes.  ``--tasks tiny`` (or ``paper``) means the profile's
-six tasks.  ``--limit N`` takes the first N documents of every harness task (for ``tiny_bbh``: of each subtask).
+setting), and a rerun of the same job (Snakemake removes the files of an incomplete job first; by hand, with
+``--overwrite``) restores those tasks instead of running them again. The folder goes when the job finishes.
+``--tasks tiny`` (or ``paper``) means the profile's six tasks.  ``--limit N`` takes the first N documents of every
+harness task (for ``tiny_bbh``: of each subtask).
 
 Result schema: :mod:`mars.evaluation.record` (one JSON per result, ``schema_version`` 1).
 
@@ -59,7 +59,7 @@ import time
 from pathlib import Path
 
 from mars.evaluation.record import build_record, mlflow_metrics
-from mars.fileio import write_json_atomic
+from mars.fileio import file_stats, write_json_atomic
 from mars.pipeline.config import ConfigError
 
 DEFAULT_EXPERIMENT = "mars-eval"
@@ -239,9 +239,8 @@ def _resume_key(model_path: Path, task: str, settings: dict) -> str:
 
     from mars.pipeline.tracking import config_hash, git_commit
 
-    files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in Path(model_path).glob("*") if f.is_file())
     code = {"commit": git_commit(), "lm_eval": harness_version}
-    return config_hash({"model": str(model_path), "files": files, "task": task, **code, **settings})
+    return config_hash({"model": str(model_path), "files": file_stats(model_path), "task": task, **code, **settings})
 
 
 def _finished_record(path: Path, key: str) -> dict | None:

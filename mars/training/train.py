@@ -25,7 +25,7 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from trl import SFTConfig
 
-from mars.fileio import write_json_atomic
+from mars.fileio import file_stats, write_json_atomic
 from mars.pipeline.config import ConfigError, TrainSpec, check_spec, resolve_grad_accum
 from mars.pipeline.tracking import MLflowLossCallback, config_hash, log_metrics, mlflow_run
 from mars.training.data import load_records, prompt_messages
@@ -329,10 +329,6 @@ LAUNCH_ONLY = (
 )
 
 
-def _file_stats(folder: str | Path, pattern: str) -> list:
-    return sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in Path(folder).glob(pattern) if f.is_file())
-
-
 def resume_settings(spec: TrainSpec, init: str, data_dir: str, mask_token: str | None) -> dict:
     """What a run's checkpoints were computed from: the settings, the start's files and the data's files (names,
     sizes, modification times: a start retrained in place is another start). A resume must have the same."""
@@ -341,9 +337,9 @@ def resume_settings(spec: TrainSpec, init: str, data_dir: str, mask_token: str |
     return {
         "spec": computed,
         "init": local[0],
-        "init_files": _file_stats(init, "*") if Path(init).is_dir() else None,
+        "init_files": file_stats(init) if Path(init).is_dir() else None,
         "data_dir": local[1],
-        "data_files": _file_stats(data_dir, "*.jsonl"),
+        "data_files": file_stats(data_dir, "*.jsonl"),
         "mask_token": mask_token,
     }
 
