@@ -686,7 +686,7 @@ def test_failure_leaves_no_partial_file(trained_tiny, tmp_path, monkeypatch):
 def test_a_job_stopped_part_way_resumes_its_finished_tasks(trained_tiny, tmp_path, monkeypatch):
     """Killed in its second task, a two-task job rerun (its files removed first, as Snakemake does) restores the first
     task's record instead of evaluating it again; a finished job leaves nothing to resume; a job of other settings
-    evaluates every task again."""
+    or other code evaluates every task again."""
     import lm_eval
 
     import mars.evaluation.evaluate as ev
@@ -732,6 +732,16 @@ def test_a_job_stopped_part_way_resumes_its_finished_tasks(trained_tiny, tmp_pat
     kill_at = 0
     evaluated.clear()
     ev.evaluate(tau=0.9, overwrite=True, **run)
+    assert evaluated == ["tiny_mmlu_pro", "tiny_gpqa"]
+    # nor those of other code (the package's files: mars.pipeline.tracking.source_digest)
+    kill_at = 2
+    evaluated.clear()
+    with pytest.raises(KeyboardInterrupt):
+        ev.evaluate(tau=1.0, overwrite=True, **run)
+    monkeypatch.setattr("mars.pipeline.tracking.source_digest", lambda: "other-code")
+    kill_at = 0
+    evaluated.clear()
+    ev.evaluate(tau=1.0, overwrite=True, **run)
     assert evaluated == ["tiny_mmlu_pro", "tiny_gpqa"]
 
 

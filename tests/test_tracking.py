@@ -77,3 +77,22 @@ def test_a_measurement_run_lands_in_the_trained_models_experiment(tmp_path, monk
     bare.mkdir()
     log_measurement("speculate", bare, [], params={}, metric_rows=[], experiment=None, results_dir=results)
     assert client.get_experiment_by_name("mars-speculate") is not None
+
+
+def test_the_source_digest_follows_the_package_files_and_nothing_else(tmp_path):
+    from mars.pipeline.tracking import source_digest
+
+    package = tmp_path / "mars"
+    (package / "sub").mkdir(parents=True)
+    (package / "a.py").write_text("x = 1\n")
+    (package / "sub" / "b.yaml").write_text("k: v\n")
+    first = source_digest.__wrapped__(package)
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0compiled")
+    (tmp_path / "README.md").write_text("docs beside the package\n")
+    assert source_digest.__wrapped__(package) == first  # caches and files outside the package: the same code
+    (package / "sub" / "b.yaml").write_text("k: w\n")  # an edit, committed or not
+    assert source_digest.__wrapped__(package) != first
+    (package / "sub" / "b.yaml").write_text("k: v\n")
+    (package / "sub" / "b.yaml").rename(package / "b.yaml")  # the same bytes at another path
+    assert source_digest.__wrapped__(package) != first

@@ -26,9 +26,10 @@ may contain ``{task}`` (replaced by the task name) or ``{family}`` (its family: 
 ``<stem>.<task>.json`` next to it.  Each
 file is written atomically (temporary file, fsync, rename) after its task finished: a failure leaves no partial
 file. A run stopped part way resumes: each finished task's record is also kept in ``.mars_eval_done/`` beside its
-file (with a key of the checkpoint's files, the code's commit, the harness version and every decoding and evaluation
-setting), and a rerun of the same job (Snakemake removes the files of an incomplete job first; by hand, with
-``--overwrite``) restores those tasks instead of running them again. The folder goes when the job finishes.
+file (with a key of the checkpoint's files, the ``mars`` package's files, the torch, transformers and harness
+versions and every decoding and evaluation setting), and a rerun of the same job (Snakemake removes the files of
+an incomplete job first; by hand, with ``--overwrite``) restores those tasks instead of running them again. The
+folder goes when the job finishes.
 ``--tasks tiny`` (or ``paper``) means the profile's six tasks.  ``--limit N`` takes the first N documents of every
 harness task (for ``tiny_bbh``: of each subtask).
 
@@ -234,12 +235,12 @@ DONE_DIR = ".mars_eval_done"  # finished tasks of a job stopped part way, beside
 
 def _resume_key(model_path: Path, task: str, settings: dict) -> str:
     """What a finished task's record was computed from: the checkpoint's files (names, sizes, modification times:
-    weights, config, tokenizer and chat template), the code (commit) and harness version, and every setting."""
-    from lm_eval import __version__ as harness_version
+    weights, config, tokenizer and chat template), the code (the ``mars`` package's files and the torch,
+    transformers and harness versions: a commit that changes only docs or tests keeps the finished tasks) and every
+    setting."""
+    from mars.pipeline.tracking import config_hash, source_digest
 
-    from mars.pipeline.tracking import config_hash, git_commit
-
-    code = {"commit": git_commit(), "lm_eval": harness_version}
+    code = {"source": source_digest()}
     return config_hash({"model": str(model_path), "files": file_stats(model_path), "task": task, **code, **settings})
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -49,6 +50,25 @@ def git_commit() -> str:
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+@functools.cache
+def source_digest(package: Path = Path(__file__).resolve().parents[1]) -> str:
+    """A digest of the code that computes results: every file of the ``mars`` package (committed or not; caches
+    aside) and the versions of torch, transformers and lm-eval. Unlike the commit, a change to the docs, tests or
+    scripts leaves it as it is, and an uncommitted edit to the package changes it. Computed once per process, when
+    first asked: the code this process runs."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    digest = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    for name in ("torch", "transformers", "lm_eval"):
+        try:
+            digest.update(f"{name}={version(name)}\0".encode())
+        except PackageNotFoundError:
+            digest.update(f"{name}=none\0".encode())
+    return digest.hexdigest()[:16]
 
 
 def config_hash(config: dict) -> str:
