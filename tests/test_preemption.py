@@ -1,6 +1,7 @@
 """The end of a SLURM time limit (SIGTERM or SIGUSR1) or Ctrl-C (SIGINT): a checkpoint is saved, the exit status is
-128 + the signal with one line naming the checkpoint, and the rerun resumes to the weights of an uninterrupted run;
-bf16 runs save a bf16 checkpoint."""
+128 + the signal with one line naming the checkpoint, and the rerun resumes from it and finishes (that a resumed run
+reaches the weights of an uninterrupted one: tests/test_train.py's killed run); bf16 runs save a bf16
+checkpoint."""
 
 import json
 import os
@@ -15,7 +16,7 @@ import yaml
 from safetensors.torch import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
-STEPS = 40
+STEPS = 20
 
 
 def _config(tmp_path, **training):
@@ -43,22 +44,10 @@ def _command(small_init, tmp_path, config, out):
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
 
 
-@pytest.fixture(scope="module")
-def straight(small_init, tmp_path_factory):
-    """The weights of an uninterrupted run."""
-    tmp_path = tmp_path_factory.mktemp("straight")
-    out = tmp_path / "straight"
-    proc = subprocess.run(
-        _command(small_init, tmp_path, _config(tmp_path), out), env=ENV, capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return load_file(str(out / "model.safetensors"))
-
-
 @pytest.mark.slow
 # SIGINT here; SIGTERM and SIGUSR1 take the same path from the handler on (they are flagged the same way: below)
 @pytest.mark.parametrize("signum", [signal.SIGINT])
-def test_a_signal_saves_a_checkpoint_and_the_rerun_resumes_to_the_same_weights(small_init, tmp_path, straight, signum):
+def test_a_signal_saves_a_checkpoint_and_the_rerun_resumes_from_it(small_init, tmp_path, signum):
     config = _config(tmp_path)
 
     out = tmp_path / "preempted"
@@ -83,10 +72,7 @@ def test_a_signal_saves_a_checkpoint_and_the_rerun_resumes_to_the_same_weights(s
     assert proc.returncode == 0, proc.stderr[-2000:]
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["resumed_from"].endswith(f"checkpoint-{step}") and metrics["optimizer_steps"] == STEPS
-    a, b = straight, load_file(str(out / "model.safetensors"))
-    assert a.keys() == b.keys()
-    for key in a:
-        assert torch.equal(a[key], b[key]), key
+    assert all(torch.isfinite(v).all() for v in load_file(str(out / "model.safetensors")).values())
 
 
 def test_a_bf16_run_saves_a_bf16_checkpoint(small_init, tmp_path):

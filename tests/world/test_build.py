@@ -15,6 +15,8 @@ WORLD = {
     "train_per_family": 20,
     "test_per_family": 5,
     "vocab_size": 400,
+    "heldout_per_family": 2,
+    "sft_scales": [2],
     "model": {
         "hidden_size": 32,
         "intermediate_size": 64,
@@ -39,6 +41,21 @@ def test_world_layout_and_splits(world):
     assert not {r["prompt"] for r in train} & {r["prompt"] for r in test}
     assert all(isinstance(json.loads(r["target"]), (dict, list, str, int, float)) for r in test)
     assert (world / "world.json").is_file() and not (world.parent / "world.tmp").exists()
+
+
+def test_a_larger_sft_set_doubles_each_familys_problems_and_keeps_the_facts(world):
+    """The scaling study's ``sft_scales``: train_x2 holds 2x each family's problems, the default set as each
+    family's prefix, the same fact records; the held-out records are in neither."""
+    train, x2 = load_records(world / "data", "train"), load_records(world / "data", "train_x2")
+    heldout = load_records(world / "data", "heldout")
+    families = ["ifeval", "bbh", "mmlu_pro", "gpqa", "gsm8k", "humaneval"]
+    for family in families:
+        small = [r["prompt"] for r in train if r["family"] == family]
+        large = [r["prompt"] for r in x2 if r["family"] == family]
+        assert len(small) == 20 and len(large) == 40 and large[:20] == small, family
+    facts = [[r["prompt"] for r in records if r["family"] not in families] for records in (train, x2)]
+    assert facts[0] == facts[1] and len(facts[0]) > 0
+    assert len(heldout) > 0 and not {r["prompt"] for r in heldout} & {r["prompt"] for r in x2}
 
 
 def test_tokenizer_is_shaped_like_qwen(world):
