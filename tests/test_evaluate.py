@@ -406,6 +406,8 @@ def test_cli_end_to_end_from_another_cwd(trained_tiny, tmp_path):
     out = tmp_path / "results" / "{task}" / "tau0.9.json"
     cmd = [
         sys.executable,
+        "-X",
+        "importtime",  # (stderr: every module imported, checked below)
         "-m",
         "mars.cli",
         "eval",
@@ -444,6 +446,12 @@ def test_cli_end_to_end_from_another_cwd(trained_tiny, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert [s["task"] for s in summary] == ["tiny_gsm8k", "tiny_mmlu_pro"]
+    # an evaluation runs none of the code its resume key leaves out (mars.pipeline.tracking.source_digest)
+    from mars.pipeline.tracking import NOT_EVALUATION_CODE
+
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time")}
+    assert "mars.evaluation.evaluate" in imported and "mars.decoding.engine" in imported
+    assert not {m for m in imported if m.split(".")[:2] in [["mars", sub] for sub in NOT_EVALUATION_CODE]}
 
     run_config = json.loads((model / "run_config.json").read_text())
     records = {}

@@ -59,6 +59,7 @@ def test_default_rows_are_the_papers():
         ("10-epoch AR", "ar_sft_10ep", "ar_sft_5ep"),
         ("MARS vs its AR start", "mars_b4", "ar_sft_5ep"),
         ("AR continuation", "ar_sft_5ep_cont", "ar_sft_5ep"),
+        ("MARS vs the AR continuation", "mars_b4", "ar_sft_5ep_cont"),
     ]
     table9 = X.table_rows(cfg, "table9")
     assert [(r.label, r.setting.method, r.setting.tau) for r in table9] == [
@@ -332,7 +333,9 @@ def test_smollm2_config_starts_from_the_imported_model_and_drops_the_rows_it_doe
     assert rows == ["Base", "AR SFT (5 ep)", "MARS w/o SFT loss (B=4)", "MARS (B=4)"]
     assert [r.setting.model for r in X.table_rows(config, "table2")][0] == "world"
     ablations = [r.label for r in X.table_rows(config, "ablations")]
-    assert "10-epoch AR" not in ablations and "AR continuation" in ablations
+    assert (
+        "10-epoch AR" not in ablations and "AR continuation" in ablations and "MARS vs the AR continuation" in ablations
+    )
 
 
 def test_real_tasks_run_the_paper_profile_on_the_workflows_own_humaneval_mirror():

@@ -90,7 +90,10 @@ def test_the_source_digest_follows_the_package_files_and_nothing_else(tmp_path):
     (package / "__pycache__").mkdir()
     (package / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0compiled")
     (tmp_path / "README.md").write_text("docs beside the package\n")
-    assert source_digest.__wrapped__(package) == first  # caches and files outside the package: the same code
+    (package / "report").mkdir()
+    (package / "report" / "tables.py").write_text("# reads results, computes none\n")
+    # caches, files outside the package and the subpackages no evaluation runs: the same code
+    assert source_digest.__wrapped__(package) == first
     (package / "sub" / "b.yaml").write_text("k: w\n")  # an edit, committed or not
     assert source_digest.__wrapped__(package) != first
     (package / "sub" / "b.yaml").write_text("k: v\n")

@@ -359,6 +359,14 @@ def table_rows(config: dict, table: str) -> list[Row]:
                     _at(config, rows["ar_sft"], 1.0),
                 )
             )
+            out.append(  # ... and MARS against it: what the further epochs give with either objective
+                _row(
+                    config,
+                    "MARS vs the AR continuation",
+                    _at(config, rows["mars"], 1.0),
+                    _at(config, rows["ar_continuation"], 1.0),
+                )
+            )
         return out
     if table == REAL_TABLE:
         return real_model_rows(config)

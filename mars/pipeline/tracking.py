@@ -52,16 +52,25 @@ def git_commit() -> str:
         return "unknown"
 
 
+# Subpackages that no evaluation runs (`mars eval` never imports them: tests/test_evaluate.py checks): the tables and
+# figures read results, the benchmarks compute none that is resumed. (The CLI's parser imports mars.serving.)
+NOT_EVALUATION_CODE = ("report", "bench")
+
+
 @functools.cache
 def source_digest(package: Path = Path(__file__).resolve().parents[1]) -> str:
-    """A digest of the code that computes results: every file of the ``mars`` package (committed or not; caches
-    aside) and the versions of torch, transformers and lm-eval. Unlike the commit, a change to the docs, tests or
-    scripts leaves it as it is, and an uncommitted edit to the package changes it. Computed once per process, when
-    first asked: the code this process runs."""
+    """A digest of the code that computes evaluation results: every file of the ``mars`` package (committed or not;
+    caches and :data:`NOT_EVALUATION_CODE` aside) and the versions of torch, transformers and lm-eval. Unlike the
+    commit, a change to the docs, tests, scripts or tables leaves it as it is, and an uncommitted edit to the
+    decoder changes it. Computed once per process, when first asked: the code this process runs."""
     from importlib.metadata import PackageNotFoundError, version
 
+    def counted(path: Path) -> bool:
+        parts = path.relative_to(package).parts
+        return path.is_file() and "__pycache__" not in parts and parts[0] not in NOT_EVALUATION_CODE
+
     digest = hashlib.sha256()
-    for path in sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+    for path in sorted(p for p in package.rglob("*") if counted(p)):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     for name in ("torch", "transformers", "lm_eval"):
         try:

@@ -37,7 +37,19 @@ EVAL_COLUMNS = [
     "cache",
     "max_gen_toks",
     "limit",
+    "items",
 ]
+
+
+def _item_scores(record: dict, metric: str) -> dict:
+    """{item: its primary-metric value} over the record's samples (an item is the harness task and document id;
+    values that are not one number, e.g. lists, left out): for differences paired by test item."""
+    items = {}
+    for sample in record.get("samples") or []:
+        value = (sample.get("metrics") or {}).get(metric)
+        if isinstance(value, (bool, int, float)) and "doc_id" in sample:
+            items[f"{sample.get('task')}/{sample['doc_id']}"] = float(value)
+    return items
 
 
 def load_eval(path: Path) -> dict:
@@ -64,6 +76,7 @@ def load_eval(path: Path) -> dict:
         "cache": args.get("cache"),
         "max_gen_toks": record.get("eval_args", {}).get("max_gen_toks"),
         "limit": record.get("eval_args", {}).get("limit"),
+        "items": _item_scores(record, metric),
     }
 
 

@@ -45,3 +45,19 @@ def t_halfwidth(se: float, n: int, level: float = 0.95) -> float:
     from scipy.stats import t
 
     return float(t.ppf(0.5 + level / 2, n - 1)) * se
+
+
+def item_paired_se(a: list[dict], b: list[dict]) -> float:
+    """Standard error (points) of the difference of two evaluations' family averages, paired by test item: ``a``
+    and ``b`` hold, per family in the same order, {item: score in [0, 1]} of the same model run's evaluation. Per
+    family the per-item differences over the items both have give var/n; the average over F families has standard
+    error 100 x sqrt(sum of var/n) / F. NaN when a family has fewer than two shared items (the paired differences
+    of one evaluation each: the test-item noise of one training seed, not the seed-to-seed noise)."""
+    total = 0.0
+    for items_a, items_b in zip(a, b, strict=True):
+        shared = sorted(set(items_a) & set(items_b))
+        if len(shared) < 2:
+            return math.nan
+        diffs = [items_a[i] - items_b[i] for i in shared]
+        total += statistics.variance(diffs) / len(diffs)
+    return 100.0 * math.sqrt(total) / len(a) if a else math.nan

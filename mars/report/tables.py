@@ -21,7 +21,7 @@ from mars.fileio import write_text_atomic
 from mars.pipeline.config import ConfigError
 from mars.pipeline.experiments import FAMILIES, RECIPE_KEYS, Row, Setting
 from mars.report.collect import collect_evals, read_benchmark, read_json, training_cost
-from mars.report.stats import _mean, _std, difference, t_halfwidth, verdict
+from mars.report.stats import _mean, _std, difference, item_paired_se, t_halfwidth, verdict
 
 PAPER = Path(__file__).parent / "paper_reference"
 DECODING_COLUMNS = ("method", "tau", "block_size", "acceptance", "cache", "max_gen_toks", "limit")
@@ -85,6 +85,11 @@ class Tables:
             out.update({f"tpf_{f}": found[f].tokens_per_forward for f in setting.families})
             out["tpf_avg"] = _mean([out[f"tpf_{f}"] for f in setting.families])
         return out
+
+    def items(self, setting: Setting) -> list[dict]:
+        """Per family of a setting, its evaluation's {test item: score in [0, 1]}."""
+        found = self.found(setting)
+        return [found[f].items for f in setting.families]
 
     def seed_runs(self, setting: Setting, replicates=()) -> list[dict]:
         """The scores of a setting's model and of its extra-seed runs (section ``seeds``), seed order."""
@@ -326,6 +331,9 @@ class Tables:
                     "delta_over_se": delta / se if se and not math.isnan(se) else math.nan,
                     "delta_ci95": half,  # t with n - 1 degrees of freedom
                     "verdict": verdict(delta, half),
+                    # the first seeds' runs alone, paired by test item: the noise of the test set, not of training
+                    "delta_first_seed": _mean(a[:1]) - _mean(b[:1]),
+                    "delta_first_seed_se_items": item_paired_se(self.items(r.setting), self.items(r.reference)),
                     "n_seeds": pairs,
                     "avg_seeds": ";".join(f"{v:.2f}" for v in a),
                     "reference_avg_seeds": ";".join(f"{v:.2f}" for v in b),

@@ -31,14 +31,24 @@ def tpf(setting: str, family: str) -> float:
     return 1.0 if "tau1-" in setting else 1.5 + (sum(map(ord, family)) % 10) / 10
 
 
+def item(model: str, setting: str, family: str, doc: int) -> float:
+    """A made-up 0/1 score of one test item (doc) of an evaluation."""
+    return float((sum(map(ord, model + setting + family)) // (doc + 1)) % 2)
+
+
 def write_eval(path: Path, model: str, setting: str, family: str, block_size: int):
     path.parent.mkdir(parents=True, exist_ok=True)
+    samples = [
+        {"task": f"tiny_{family}", "doc_id": d, "metrics": {"exact_match": item(model, setting, family, d)}}
+        for d in range(5)
+    ]
     path.write_text(
         json.dumps(
             {
                 "task": f"tiny_{family}",
                 "family": family,
                 "primary_metric": "exact_match",
+                "samples": samples,
                 "metrics": {"exact_match": {"value": score(model, setting, family), "stderr": 0.01}},
                 "decoding": {"tokens_per_forward": tpf(setting, family), "generated_tokens": 30, "forwards": 20},
                 "model_args": {"block_size": block_size, "cache": "cursor"},
@@ -157,6 +167,12 @@ def test_ablations_delta_against_the_reference(cfg, tmp_path):
     assert row.avg_tpf_fast_tau == pytest.approx(sum(tpf("x", f) for f in X.FAMILIES) / 6)
     ar = frame[frame.ablation == "10-epoch AR"].iloc[0]
     assert math.isnan(ar.avg_tpf_fast_tau)
+    # the first seeds' difference paired by test item: per family the variance of the five items' differences / 5
+    one = "mars-tau1-probability"
+    diffs = {f: [item("mars_nolar_b16", one, f, d) - item("mars_b16", one, f, d) for d in range(5)] for f in X.FAMILIES}
+    var = sum(sum((x - sum(v) / 5) ** 2 for x in v) / 4 / 5 for v in diffs.values())
+    assert row.delta_first_seed == pytest.approx(a - b)
+    assert row.delta_first_seed_se_items == pytest.approx(100 * math.sqrt(var) / 6)
     # compute-matched cost: the whole init chain, whichever table the row is in
     assert row.cumulative_steps == steps("mars_nolar_b16") + steps("ar_sft_5ep") + steps("base")
     assert ar.cumulative_steps == steps("ar_sft_10ep") + steps("base")
