@@ -694,7 +694,7 @@ def test_failure_leaves_no_partial_file(trained_tiny, tmp_path, monkeypatch):
 def test_a_job_stopped_part_way_resumes_its_finished_tasks(trained_tiny, tmp_path, monkeypatch):
     """Killed in its second task, a two-task job rerun (its files removed first, as Snakemake does) restores the first
     task's record instead of evaluating it again; a finished job leaves nothing to resume; a job of other settings
-    or other code evaluates every task again."""
+    or other code or data evaluates every task again."""
     import lm_eval
 
     import mars.evaluation.evaluate as ev
@@ -746,10 +746,26 @@ def test_a_job_stopped_part_way_resumes_its_finished_tasks(trained_tiny, tmp_pat
     evaluated.clear()
     with pytest.raises(KeyboardInterrupt):
         ev.evaluate(tau=1.0, overwrite=True, **run)
-    monkeypatch.setattr("mars.pipeline.tracking.source_digest", lambda: "other-code")
-    kill_at = 0
+    with monkeypatch.context() as patch:
+        patch.setattr("mars.pipeline.tracking.source_digest", lambda: "other-code")
+        kill_at = 0
+        evaluated.clear()
+        ev.evaluate(tau=1.0, overwrite=True, **run)
+    assert evaluated == ["tiny_mmlu_pro", "tiny_gpqa"]
+    # nor those of other data (the test split rewritten in place: here, its modification time)
+    kill_at = 2
     evaluated.clear()
-    ev.evaluate(tau=1.0, overwrite=True, **run)
+    with pytest.raises(KeyboardInterrupt):
+        ev.evaluate(tau=1.0, overwrite=True, **run)
+    test_split = trained_tiny["world"] / "data" / "test.jsonl"
+    stat = test_split.stat()
+    os.utime(test_split, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    try:
+        kill_at = 0
+        evaluated.clear()
+        ev.evaluate(tau=1.0, overwrite=True, **run)
+    finally:
+        os.utime(test_split, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert evaluated == ["tiny_mmlu_pro", "tiny_gpqa"]
 
 

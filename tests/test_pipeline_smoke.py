@@ -150,7 +150,7 @@ def test_every_table_has_its_rows_columns_and_paper_numbers(smoke_run):
         assert math.isfinite(metrics["final_heldout_loss"]) and math.isfinite(metrics["final_train_slice_loss"])
 
 
-def test_the_study_target_runs_every_point(smoke_run):
+def test_the_study_target_runs_every_point(smoke_run, tmp_path):
     """`snakemake study`: the scaling table and its two figures, from the smoke config's two points (default and
     one other size), on top of the built default run."""
     workdir, _ = smoke_run
@@ -166,6 +166,13 @@ def test_the_study_target_runs_every_point(smoke_run):
     figures = workdir / "results" / "smoke" / "paper_figures"
     for stem in ("fig_scaling", "fig_heldout_loss"):
         assert (figures / f"{stem}.png").stat().st_size > 1000
+    # a larger-SFT-set point (not run here: its rules are the size point's) is wired: the world writes train_x2 and
+    # the point's four train jobs read it (a missing producer would fail the plan)
+    path = edited(tmp_path, lambda c: [c[k].update(sft_scales=[2]) for k in ("world", "study")])
+    jobs = planned(workdir, "study", config=path)
+    assert jobs["world"] == 1 and jobs["scaling_table"] == 1
+    default_jobs = planned(workdir, "study", config=edited(tmp_path, lambda c: c["world"].update(sft_scales=[2])))
+    assert jobs["train"] == default_jobs["train"] + 4  # the x2 point's AR SFT, MARS, MARS without L_AR, continuation
 
 
 def test_every_figure_exists(smoke_run):

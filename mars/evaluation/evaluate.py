@@ -26,10 +26,10 @@ may contain ``{task}`` (replaced by the task name) or ``{family}`` (its family: 
 ``<stem>.<task>.json`` next to it.  Each
 file is written atomically (temporary file, fsync, rename) after its task finished: a failure leaves no partial
 file. A run stopped part way resumes: each finished task's record is also kept in ``.mars_eval_done/`` beside its
-file (with a key of the checkpoint's files, the ``mars`` package's files, the torch, transformers and harness
-versions and every decoding and evaluation setting), and a rerun of the same job (Snakemake removes the files of
-an incomplete job first; by hand, with ``--overwrite``) restores those tasks instead of running them again. The
-folder goes when the job finishes.
+file (with a key of the checkpoint's and the data's files, the ``mars`` package's evaluation code, the torch,
+transformers and harness versions and every decoding and evaluation setting), and a rerun of the same job
+(Snakemake removes the files of an incomplete job first; by hand, with ``--overwrite``) restores those tasks instead
+of running them again. The folder goes when the job finishes.
 ``--tasks tiny`` (or ``paper``) means the profile's six tasks.  ``--limit N`` takes the first N documents of every
 harness task (for ``tiny_bbh``: of each subtask).
 
@@ -235,9 +235,9 @@ DONE_DIR = ".mars_eval_done"  # finished tasks of a job stopped part way, beside
 
 def _resume_key(model_path: Path, task: str, settings: dict) -> str:
     """What a finished task's record was computed from: the checkpoint's files (names, sizes, modification times:
-    weights, config, tokenizer and chat template), the code (the ``mars`` package's files and the torch,
-    transformers and harness versions: a commit that changes only docs or tests keeps the finished tasks) and every
-    setting."""
+    weights, config, tokenizer and chat template), the data's files (in ``settings``), the code (the ``mars``
+    package's evaluation code and the torch, transformers and harness versions: a commit that changes only docs,
+    tests or tables keeps the finished tasks) and every setting."""
     from mars.pipeline.tracking import config_hash, source_digest
 
     code = {"source": source_digest()}
@@ -324,7 +324,9 @@ def evaluate(
     from mars.evaluation.tasks import mirror as harness_mirror
     from mars.fileio import check_writable
     from mars.pipeline.config import DEFAULT_RESULTS_DIR, schema_defaults
+    from mars.pipeline.tracking import source_digest
 
+    source_digest()  # the resume key's code: the files this process runs, read before anything else loads
     # ---- every input check first: nothing runs, nothing is written on bad input
     model_path = check_checkpoint(model, "--model")
     defaults = schema_defaults("eval")
@@ -439,6 +441,11 @@ def evaluate(
 
         from mars.pipeline.tracking import log_metrics, mlflow_run, tracking_uri
 
+        # the data the tasks read, for the resume key (a folder or mirror rebuilt in place is other data)
+        inputs = {
+            "data_files": file_stats(data_dir, "*.jsonl") if data_dir else None,
+            "harness_files": file_stats(harness_data, "**/*") if harness_data else None,
+        }
         out: list[tuple[Path, dict]] = []
         for task, family in selected:
             spec = task if profile == "tiny" else paper_task_spec(family, task_manager, data_overrides)
@@ -474,7 +481,7 @@ def evaluate(
             }
             run_name = f"eval/{model_path.name}/{task}/tau={decoding_args['tau']}"
             key = _resume_key(
-                model_path, task, {"profile": profile, "mask_token": mask_token, "device": device, **params}
+                model_path, task, {"profile": profile, "mask_token": mask_token, "device": device, **inputs, **params}
             )
             record = _finished_record(paths[task], key)
             if record is not None:  # finished by this job before it was stopped (and logged to MLflow then)

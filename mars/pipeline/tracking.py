@@ -62,16 +62,22 @@ def source_digest(package: Path = Path(__file__).resolve().parents[1]) -> str:
     """A digest of the code that computes evaluation results: every file of the ``mars`` package (committed or not;
     caches and :data:`NOT_EVALUATION_CODE` aside) and the versions of torch, transformers and lm-eval. Unlike the
     commit, a change to the docs, tests, scripts or tables leaves it as it is, and an uncommitted edit to the
-    decoder changes it. Computed once per process, when first asked: the code this process runs."""
+    decoder changes it. Computed once per process, when first asked (``mars eval`` asks before it loads anything:
+    the code this process runs)."""
     from importlib.metadata import PackageNotFoundError, version
 
     def counted(path: Path) -> bool:
         parts = path.relative_to(package).parts
-        return path.is_file() and "__pycache__" not in parts and parts[0] not in NOT_EVALUATION_CODE
+        hidden = any(part.startswith(".") for part in parts) or path.name.endswith("~")  # editors' files
+        return path.is_file() and not hidden and "__pycache__" not in parts and parts[0] not in NOT_EVALUATION_CODE
 
     digest = hashlib.sha256()
     for path in sorted(p for p in package.rglob("*") if counted(p)):
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+        try:
+            content = path.read_bytes()
+        except FileNotFoundError:  # removed since the listing (an editor's temporary file)
+            continue
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + content + b"\0")
     for name in ("torch", "transformers", "lm_eval"):
         try:
             digest.update(f"{name}={version(name)}\0".encode())

@@ -43,10 +43,15 @@ EVAL_COLUMNS = [
 
 def _item_scores(record: dict, metric: str) -> dict:
     """{item: its primary-metric value} over the record's samples (an item is the harness task and document id;
-    values that are not one number, e.g. lists, left out): for differences paired by test item."""
+    values that are not one number, e.g. lists, left out): for differences paired by test item. A filtered metric
+    (``exact_match,flexible-extract``) is the bare name in the samples of that filter (the harness keeps one sample
+    per document and filter)."""
+    name, _, wanted = metric.partition(",")
     items = {}
     for sample in record.get("samples") or []:
-        value = (sample.get("metrics") or {}).get(metric)
+        if sample.get("filter", "none") != (wanted or "none"):
+            continue
+        value = (sample.get("metrics") or {}).get(name)
         if isinstance(value, (bool, int, float)) and "doc_id" in sample:
             items[f"{sample.get('task')}/{sample['doc_id']}"] = float(value)
     return items

@@ -284,6 +284,7 @@ def test_seeded_rows_show_mean_deviation_and_paired_standard_error(cfg, tmp_path
     d = sum(diffs) / 3
     assert row.delta == pytest.approx(d)
     assert row.delta_se == pytest.approx(math.sqrt(sum((x - d) ** 2 for x in diffs) / 2) / math.sqrt(3))
+    assert row.delta_first_seed == pytest.approx(diffs[0]) and diffs[0] != pytest.approx(d)  # seed 0 alone
     # the 95 % interval uses Student's t with 2 degrees of freedom (4.303, from a t table), not 2 x SE
     assert row.delta_ci95 == pytest.approx(4.302653 * row.delta_se, rel=1e-6)
     assert row.verdict == ("within noise" if abs(d) <= row.delta_ci95 else "lower" if d < 0 else "higher")
@@ -292,6 +293,28 @@ def test_seeded_rows_show_mean_deviation_and_paired_standard_error(cfg, tmp_path
     assert bidir.delta == pytest.approx(avg("mars_bidir_b4", setting) - avg("mars_b4", setting))
     assert bidir.reference_avg == pytest.approx(avg("mars_b4", setting))
     assert math.isnan(bidir.delta_se) and bidir.n_seeds == 1 and bidir.verdict == "one seed"
+
+
+def test_item_scores_of_a_filtered_metric_come_from_that_filters_samples(tmp_path):
+    """The paper tasks' primary metrics carry a filter (``exact_match,flexible-extract``): the harness records one
+    sample per document and filter, the metric under its bare name."""
+    from mars.report.collect import load_eval
+
+    samples = [
+        {"task": "gsm8k_cot", "doc_id": d, "filter": f, "metrics": {"exact_match": float(v)}}
+        for d, (strict, flexible) in enumerate([(0, 1), (0, 0), (1, 1)])
+        for f, v in (("strict-match", strict), ("flexible-extract", flexible))
+    ]
+    record = {
+        "task": "gsm8k_cot",
+        "family": "gsm8k",
+        "primary_metric": "exact_match,flexible-extract",
+        "metrics": {"exact_match,flexible-extract": {"value": 2 / 3, "stderr": 0.3}},
+        "decoding": {"tokens_per_forward": 1.0, "generated_tokens": 3, "forwards": 3},
+        "samples": samples,
+    }
+    (tmp_path / "gsm8k.json").write_text(json.dumps(record))
+    assert load_eval(tmp_path / "gsm8k.json")["items"] == {"gsm8k_cot/0": 1.0, "gsm8k_cot/1": 0.0, "gsm8k_cot/2": 1.0}
 
 
 def test_written_tables_keep_five_decimals_of_a_loss_and_two_of_the_rest(tmp_path):
