@@ -8,6 +8,7 @@ aggregation and the group aggregation.  mars.world.tasks' own scoring rules are 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -732,41 +733,40 @@ def test_a_job_stopped_part_way_resumes_its_finished_tasks(trained_tiny, tmp_pat
     assert evaluated == ["tiny_gpqa"]  # the first task restored, not evaluated again
     assert json.loads((tmp_path / "mmlu_pro.json").read_text()) == first == out[0][1]
     assert not (tmp_path / ".mars_eval_done").exists()
-    # kept records of other settings are never restored
-    kill_at = 2
-    evaluated.clear()
-    with pytest.raises(KeyboardInterrupt):
-        ev.evaluate(tau=1.0, overwrite=True, **run)
-    kill_at = 0
-    evaluated.clear()
-    ev.evaluate(tau=0.9, overwrite=True, **run)
-    assert evaluated == ["tiny_mmlu_pro", "tiny_gpqa"]
-    # nor those of other code (the package's files: mars.pipeline.tracking.source_digest)
-    kill_at = 2
-    evaluated.clear()
-    with pytest.raises(KeyboardInterrupt):
-        ev.evaluate(tau=1.0, overwrite=True, **run)
-    with monkeypatch.context() as patch:
-        patch.setattr("mars.pipeline.tracking.source_digest", lambda: "other-code")
+
+    def evaluated_after_a_stop(change, tau=1.0) -> list[str]:
+        """Stop the job in its second task, rerun it at ``tau`` under ``change``: the tasks evaluated again."""
+        nonlocal kill_at
+        kill_at = 2
+        evaluated.clear()
+        with pytest.raises(KeyboardInterrupt):
+            ev.evaluate(tau=1.0, overwrite=True, **run)
         kill_at = 0
         evaluated.clear()
-        ev.evaluate(tau=1.0, overwrite=True, **run)
-    assert evaluated == ["tiny_mmlu_pro", "tiny_gpqa"]
-    # nor those of other data (the test split rewritten in place: here, its modification time)
-    kill_at = 2
-    evaluated.clear()
-    with pytest.raises(KeyboardInterrupt):
-        ev.evaluate(tau=1.0, overwrite=True, **run)
-    test_split = trained_tiny["world"] / "data" / "test.jsonl"
-    stat = test_split.stat()
-    os.utime(test_split, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
-    try:
-        kill_at = 0
-        evaluated.clear()
-        ev.evaluate(tau=1.0, overwrite=True, **run)
-    finally:
-        os.utime(test_split, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert evaluated == ["tiny_mmlu_pro", "tiny_gpqa"]
+        with change():
+            ev.evaluate(tau=tau, overwrite=True, **run)
+        return list(evaluated)
+
+    @contextlib.contextmanager
+    def other_code():  # (the package's files: mars.pipeline.tracking.source_digest)
+        with monkeypatch.context() as patch:
+            patch.setattr("mars.pipeline.tracking.source_digest", lambda: "other-code")
+            yield
+
+    @contextlib.contextmanager
+    def other_data():  # the test split rewritten in place: here, its modification time
+        test_split = trained_tiny["world"] / "data" / "test.jsonl"
+        stat = test_split.stat()
+        os.utime(test_split, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+        try:
+            yield
+        finally:
+            os.utime(test_split, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    # kept records of other settings, other code or other data are never restored
+    assert evaluated_after_a_stop(contextlib.nullcontext, tau=0.9) == ["tiny_mmlu_pro", "tiny_gpqa"]
+    assert evaluated_after_a_stop(other_code) == ["tiny_mmlu_pro", "tiny_gpqa"]
+    assert evaluated_after_a_stop(other_data) == ["tiny_mmlu_pro", "tiny_gpqa"]
 
 
 def test_a_model_is_decoded_with_the_block_size_it_was_trained_with(trained_tiny, tmp_path, monkeypatch):
