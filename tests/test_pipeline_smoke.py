@@ -170,9 +170,14 @@ def test_the_study_target_runs_every_point(smoke_run, tmp_path):
     # the point's four train jobs read it (a missing producer would fail the plan)
     path = edited(tmp_path, lambda c: [c[k].update(sft_scales=[2]) for k in ("world", "study")])
     jobs = planned(workdir, "study", config=path)
-    assert jobs["world"] == 1 and jobs["scaling_table"] == 1
-    default_jobs = planned(workdir, "study", config=edited(tmp_path, lambda c: c["world"].update(sft_scales=[2])))
-    assert jobs["train"] == default_jobs["train"] + 4  # the x2 point's AR SFT, MARS, MARS without L_AR, continuation
+    assert jobs["world"] == 1 and jobs["scaling_table"] == 1  # the world is written again, with train_x2
+    # so every study training runs again: the two points' (planned from scratch) and the x2 point's AR SFT, MARS,
+    # MARS without L_AR and continuation
+    (tmp_path / "empty").mkdir()
+    two_points = planned(
+        tmp_path / "empty", "study", config=edited(tmp_path, lambda c: c["world"].update(sft_scales=[2]))
+    )
+    assert jobs["train"] == two_points["train"] + 4
 
 
 def test_every_figure_exists(smoke_run):
