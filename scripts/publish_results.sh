@@ -8,16 +8,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 config="${1:-config.yaml}"
 dest="${2:-docs/tiny_run}"
-[ -f "$config" ] || { echo "error: no config file $config" >&2; exit 1; }
-read -r tables figures < <(.venv/bin/python -c '
-import sys, yaml
-config = yaml.safe_load(open(sys.argv[1]))  # the same defaults as workflow/rules/common.smk
-report = config["report"]
-print(report.get("tables_dir") or config["results_dir"] + "/tables", report["figures_dir"])' "$config")
-[ -n "${figures:-}" ] || { echo "error: cannot read report.tables_dir / figures_dir from $config" >&2; exit 1; }
-for f in "$tables"/*.csv "$figures"/*.png; do
-  [ -e "$f" ] || { echo "error: no finished run in $tables and $figures (nothing copied)" >&2; exit 1; }
-done
+paths="$(.venv/bin/python -c '
+import sys
+from mars.pipeline.config import ConfigError, load_config
+try:
+    config = load_config(sys.argv[1])  # validated, with the schema defaults the workflow gets
+except ConfigError as exc:
+    sys.exit(f"error: {exc}")
+report = config["report"]  # the tables folder as workflow/rules/common.smk sets TABLES
+print(report["tables_dir"] or config["results_dir"] + "/tables", report["figures_dir"])' "$config")"
+read -r tables figures <<< "$paths"
+# only a finished run is published: Snakemake must have nothing left to do for the config's default target
+if ! .venv/bin/snakemake -n --nolock --quiet rules --configfile "$config" 2>&1 | grep -q "Nothing to be done"; then
+  echo "error: the run of $config has not finished (snakemake -n has jobs left); nothing copied" >&2
+  exit 1
+fi
 mkdir -p "$dest/tables" "$dest/figures"
 cp "$tables"/*.csv "$tables"/*.md "$dest/tables/"
 cp "$figures"/*.png "$figures"/*.pdf "$dest/figures/"
