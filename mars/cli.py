@@ -150,6 +150,11 @@ def _ints(text: str) -> list[int]:
     return values
 
 
+def _listed(value, key: str):
+    """A flag's value; the comma-separated list of names for --settings."""
+    return [v for v in value.split(",") if v] if key == "settings" else value
+
+
 BENCH_SETTINGS = (
     "batch_sizes",
     "cache_block_sizes",
@@ -165,12 +170,13 @@ BENCH_SETTINGS = (
     "harness_data",
     "dtype",
     "cpu_linear",
+    "settings",
 )
 
 
 def _bench(args) -> None:
     from mars.bench.wallclock import run_bench
-    from mars.pipeline.config import DEFAULT_RESULTS_DIR, schema_defaults, validate_flags
+    from mars.pipeline.config import DEFAULT_RESULTS_DIR, check_bench_settings, schema_defaults, validate_flags
     from mars.pipeline.experiments import parse_job
 
     settings = {k: v for k, v in schema_defaults("bench").items() if k in BENCH_SETTINGS}
@@ -179,7 +185,7 @@ def _bench(args) -> None:
     validate_flags("bench", job, job=True)
     settings.update(job)
     flags = {
-        key: _ints(getattr(args, key)) if key.endswith("_sizes") else getattr(args, key)
+        key: _ints(getattr(args, key)) if key.endswith("_sizes") else _listed(getattr(args, key), key)
         for key in BENCH_SETTINGS
         if getattr(args, key, None) is not None
     }
@@ -187,6 +193,7 @@ def _bench(args) -> None:
     if flags.get("block_size", 1) < 1:
         raise ConfigError(f"--block-size must be >= 1, got {flags['block_size']}")
     settings.update(flags)
+    check_bench_settings(settings["settings"], "--settings" if "settings" in flags else "--job key 'settings'")
     rows = run_bench(
         args.model,
         args.data,
@@ -401,6 +408,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--harness-data", help="prompts gsm8k: local mirror of the harness's data (default: the hub)")
     bench.add_argument("--dtype", help="auto (bf16 on CUDA, fp32 on CPU) | bfloat16 | float16 | float32")
     bench.add_argument("--cpu-linear", help="default | onednn_packed: every decoder's linear kernel on a CPU")
+    bench.add_argument(
+        "--settings",
+        help="comma-separated decoders to time (default: all; ar_hf_kv and mars_cursor must be among them)",
+    )
     bench.add_argument("--results-dir", help="folder of the MLflow store")
     bench.set_defaults(run=_bench)
 

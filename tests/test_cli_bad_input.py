@@ -102,6 +102,14 @@ def test_a_truncated_init_checkpoint_is_one_line(small_init, tmp_path, capsys):
         (["--reps", "0"], "--reps: 0 is less than the minimum of 1"),
         (["--tau", "1.5"], "--tau: 1.5 is greater than the maximum of 1"),
         (["--cpu-linear", "mkl"], "--cpu-linear: 'mkl' is not one of ['default', 'onednn_packed']"),
+        (
+            ["--settings", "ar_hf_kv,mars_cursor,mars_cursor"],
+            "--settings: ['ar_hf_kv', 'mars_cursor', 'mars_cursor'] has non-unique elements",
+        ),
+        (
+            ["--settings", "mars_cursor,mars_tau1"],
+            "--settings: must include ar_hf_kv (the reference of every speed-up)",
+        ),
     ],
 )
 def test_bench_flags_are_checked_by_the_config_schema_before_the_bench(flags, needle, tmp_path, capsys):

@@ -372,3 +372,14 @@ def test_the_bench_kernel_enters_the_bench_param_only_when_set():
     packed = config("configs/smoke.yaml", edit=lambda c: c["bench"].update(cpu_linear="onednn_packed"))
     assert X.bench_job(packed) == {**X.bench_job(default), "cpu_linear": "onednn_packed"}
     assert X.bench_job(config("configs/smollm2-135m.yaml"))["cpu_linear"] == "onednn_packed"
+
+
+def test_the_bench_settings_enter_the_bench_param_only_when_set_and_must_keep_the_reference():
+    """``bench.settings`` was added after benches had run: at its default (every decoder) it stays out of the job."""
+    default = config("configs/smoke.yaml")
+    assert "settings" not in X.bench_job(default)
+    picked = ["ar_hf_kv", "mars_block", "mars_cursor"]
+    chosen = config("configs/smoke.yaml", edit=lambda c: c["bench"].update(settings=picked))
+    assert X.bench_job(chosen) == {**X.bench_job(default), "settings": picked}
+    with pytest.raises(ConfigError, match=r"^config key 'bench.settings': must include mars_cursor \("):
+        config("configs/smoke.yaml", edit=lambda c: c["bench"].update(settings=["ar_hf_kv", "mars_tau1"]))

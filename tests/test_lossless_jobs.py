@@ -71,11 +71,22 @@ def test_the_lossless_bench_setting_generates_exactly_the_greedy_tokens(trained_
         batch_sizes=[3],
         num_prompts=6,
         tau=0.5,
-        cache_block_sizes=[4],
+        cache_block_sizes=[4, 8],
         reps=1,
         max_new_tokens=32,
         results_dir=str(tmp_path),
+        settings=["ar_hf_kv", "mars_tau1", "mars_authors_block", "mars_cursor", "mars_lossless"],
     )
+    # only the decoders asked for are timed, the authors' block cache at each cache block size
+    assert [r["setting"] for r in rows] == [
+        "ar_hf_kv",
+        "mars_tau1",
+        "mars_authors_block_4",
+        "mars_authors_block_8",
+        "mars_cursor",
+        "mars_lossless",
+    ]
+    assert {c["cache"] for c in calls} == {"cursor", "authors_block"}
     lossless = [c for c in calls if c["method"] == "mars_lossless"]
     # warm-up and one timed pass, two batches of three prompts each
     assert len(lossless) == 4 and {(c["tau"], c["cache"], c["block_size"]) for c in lossless} == {(0.5, "cursor", 4)}

@@ -19,6 +19,7 @@ Settings, all greedy on the same model and prompts:
   prompt_lookup     Hugging Face prompt-lookup decoding (``prompt_lookup_num_tokens``): the peer a user would
                     pick instead; transformers' assisted generation takes one sequence at a time, so a batch is
                     decoded sequence by sequence
+``settings`` (the config's ``bench.settings``) picks which of them are timed; it must include ar_hf_kv and mars_cursor.
 Each batch size is measured with one warm-up pass and ``reps`` timed passes per setting, interleaved (setting
 order rotates each repetition) so machine drift cancels; medians are reported.
 
@@ -52,8 +53,10 @@ from mars.decoding.cpu_linear import CPU_LINEARS, use_cpu_linear
 from mars.decoding.engine import KVCache, _Row, generate, window_forward
 from mars.decoding.generation import default_window, encode_prompts, load_model
 from mars.fileio import write_json_atomic, write_text_atomic
-from mars.pipeline.config import ConfigError
+from mars.pipeline.config import ConfigError, check_bench_settings, schema_defaults
 from mars.training.data import load_records
+
+SETTINGS = tuple(schema_defaults("bench")["settings"])  # every decoder of the module docstring, in timing order
 
 
 def _sync(model) -> None:
@@ -237,8 +240,16 @@ def run_bench(
     device: str | None = None,
     forward_reps: int = 40,
     cpu_linear: str = "default",
+    settings=None,
 ) -> list[dict]:
-    """The benchmark (module docstring); its settings' defaults are the config schema's (``bench`` section)."""
+    """The benchmark (module docstring); its settings' defaults are the config schema's (``bench`` section).
+    ``settings``: the decoders to time, by the names of the module docstring (``mars_block`` and
+    ``mars_authors_block`` stand for every cache block size); None: all of them."""
+    settings = SETTINGS if settings is None else tuple(settings)
+    unknown = sorted(set(settings) - set(SETTINGS))
+    if unknown:
+        raise ConfigError(f"unknown bench setting {unknown[0]!r}; the settings are {', '.join(SETTINGS)}")
+    check_bench_settings(settings, "bench settings")
     if threads:
         torch.set_num_threads(threads)
     if not 0 < tau <= 1:
@@ -269,7 +280,7 @@ def run_bench(
         raise ConfigError(f"no {family} prompts in {source}")
     prompt_ids = encode_prompts(tokenizer, texts)
     runner = Runner(model, tokenizer, prompt_ids, block_size, tau, max_new_tokens)
-    settings = {
+    decoders = {
         "ar_hf_kv": lambda b: runner.hf_greedy(b),
         "mars_tau1": lambda b: runner.ours(b, tau=1.0, cache="cursor"),
         "mars_none": lambda b: runner.ours(b, tau=tau, cache="none"),
@@ -287,15 +298,21 @@ def run_bench(
         "mars_lossless": lambda b: runner.ours(b, tau=tau, cache="cursor", method="mars_lossless"),
         "prompt_lookup": lambda b: runner.prompt_lookup(b),
     }
+    cached = ("mars_block_", "mars_authors_block_")  # (one decoder per cache block size)
+    decoders = {
+        name: run
+        for name, run in decoders.items()
+        if (name.rsplit("_", 1)[0] if name.startswith(cached) else name) in settings
+    }
     rows: list[dict] = []
-    total = len(batch_sizes) * (reps + 1) * len(settings)
+    total = len(batch_sizes) * (reps + 1) * len(decoders)
     bar = tqdm(total=total, desc="bench")
     for batch_size in batch_sizes:
-        measured = {name: [] for name in settings}
-        names = list(settings)
+        measured = {name: [] for name in decoders}
+        names = list(decoders)
         for rep in range(reps + 1):  # rep 0 is the warm-up
             for name in names[rep % len(names) :] + names[: rep % len(names)]:
-                seconds, tokens, forwards = settings[name](batch_size)
+                seconds, tokens, forwards = decoders[name](batch_size)
                 if rep:
                     measured[name].append((seconds, tokens, forwards))
                 bar.update(1)
@@ -400,6 +417,7 @@ def run_bench(
         "reps": reps,
         "forward_reps": forward_reps,
         "family": family,
+        "settings": list(settings),
         "machine": machine_info(),
         "rows": rows,
     }

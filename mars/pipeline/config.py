@@ -104,6 +104,15 @@ def validate_flags(section: str, values: dict, job: bool = False) -> None:
             )
 
 
+def check_bench_settings(settings, where: str) -> None:
+    """The benchmark's decoders (``bench.settings``, ``mars bench --settings``) must include the reference of every
+    speed-up (ar_hf_kv) and the decoder of the decode efficiency (mars_cursor); ``where`` names the key or flag."""
+    needed = {"ar_hf_kv": "the reference of every speed-up", "mars_cursor": "the decoder of the decode efficiency"}
+    for name, why in needed.items():
+        if name not in settings:
+            raise ConfigError(f"{where}: must include {name} ({why})")
+
+
 DEFAULT_RESULTS_DIR = load_schema()["properties"]["results_dir"]["default"]
 
 
@@ -185,6 +194,7 @@ def validate(config: dict) -> dict:
     for key in ("architecture", "base_model", "layers", "derived_from"):
         if config.get("training", {}).get(key) is not None:
             raise ConfigError(f"config key 'training.{key}': set it on the model entry that starts that way")
+    check_bench_settings(config["bench"]["settings"], "config key 'bench.settings'")
     if config["eval"]["real_tasks"] and config["eval"]["profile"] != "tiny":
         raise ConfigError(
             "config key 'eval.real_tasks': only for the tiny profile (the paper profile already runs the harness's "

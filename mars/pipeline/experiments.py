@@ -20,7 +20,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mars.pipeline.config import ConfigError, replicate_name, study_default_point, study_name, train_spec
+from mars.pipeline.config import (
+    ConfigError,
+    replicate_name,
+    schema_defaults,
+    study_default_point,
+    study_name,
+    train_spec,
+)
 from mars.world.tasks import FAMILIES  # the six benchmarks, in the paper's column order (the tiny world's names)
 
 # The tau sweep (Table 8, Figures 3 and 6) evaluates these two only, as the paper does.
@@ -527,8 +534,10 @@ def bench_job(config: dict) -> dict:
     ``eval.harness_data`` (null: the hub)."""
     bench = dict(config["bench"])  # threads included: the thread count decides the measurement
     model = bench.pop("model")
-    if bench.get("cpu_linear") == "default":  # (a key added later: at its default it reruns no finished bench)
-        del bench["cpu_linear"]
+    defaults = schema_defaults("bench")
+    for key in ("cpu_linear", "settings"):  # (keys added later: at their defaults they rerun no finished bench)
+        if bench.get(key) == defaults[key]:
+            del bench[key]
     tiny = config["world"]["kind"] == "tiny"
     prompts = {"prompts": "world"} if tiny else {"prompts": "gsm8k", "harness_data": config["eval"]["harness_data"]}
     return {
