@@ -5,7 +5,8 @@ spaced over it), the gradients of L_mask and of L_AR (each divided by the batch'
 does at w_AR = 1) are taken separately with respect to every parameter. Printed and written per checkpoint: the mean
 over batches of ||g_mask||, ||g_AR||, their ratio and their cosine. A ratio well above 1 at the start of MARS
 training means the masked stream dominates the summed gradient (before Adam's per-parameter scaling); w_AR = 2
-halves the ratio of the weighted terms.
+halves the ratio of the weighted terms. The recipe flags follow a run's training settings (defaults: the tiny
+world's; the authors' recipe: ``--loss-normalization sequence --pad-to-block eos --loss-turns last``).
 
     python benchmarks/grad_ratio.py --data results/tiny/world/data --output docs/recipe_study_grad_ratio.csv \\
         results/tiny/models/ar_sft_5ep results/tiny/models/mars_b4 results/tiny/models/mars_b4_war2
@@ -23,7 +24,7 @@ import torch
 
 from mars.pipeline.config import TrainSpec
 from mars.training.data import load_records
-from mars.training.objective import IGNORE, build_dual_stream, dual_stream_row_sums
+from mars.training.objective import IGNORE, build_dual_stream, dual_stream_row_sums, pad_to_block_eos
 from mars.training.train import build_dataset, load_init
 
 
@@ -43,19 +44,33 @@ def batches(dataset, batch_size: int, count: int, pad_id: int, max_length: int):
         )
 
 
-def measure(checkpoint: str, data: str, batch_size: int, count: int, block_size: int) -> dict:
-    spec = TrainSpec(method="mars", init=checkpoint, block_size=block_size, max_length=256)
+def measure(checkpoint: str, data: str, batch_size: int, count: int, block_size: int, **recipe) -> dict:
+    """``recipe``: TrainSpec's loss_normalization, pad_to_block, loss_turns and max_length (the run's settings)."""
+    spec = TrainSpec(method="mars", init=checkpoint, block_size=block_size, **recipe)
     model, tokenizer = load_init(checkpoint, spec)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     dataset = build_dataset(load_records(data, "train"), tokenizer, spec)
     sums = {"g_mask": 0.0, "g_ar": 0.0, "ratio": 0.0, "cosine": 0.0}
     for ids, attention, labels in batches(dataset, batch_size, count, tokenizer.pad_token_id, spec.max_length):
+        if spec.pad_to_block == "eos":
+            ids, attention, labels = pad_to_block_eos(
+                ids,
+                attention,
+                labels,
+                block_size=block_size,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id,
+            )
         batch = build_dual_stream(ids, attention, labels, mask_token_id=tokenizer.mask_token_id, block_size=block_size)
         mask_rows, ar_rows = dual_stream_row_sums(model, batch)
-        n = batch.num_response
-        g_mask = torch.autograd.grad(mask_rows.sum() / n, params, retain_graph=True)
-        g_ar = torch.autograd.grad(ar_rows.sum() / n, params)
+        if spec.loss_normalization == "sequence":  # each sequence's mean, then the mean over sequences (training's)
+            counts = (batch.clean_targets != IGNORE).sum(dim=1).clamp(min=1).to(mask_rows.dtype)
+            term_mask, term_ar = (mask_rows / counts).mean(), (ar_rows / counts).mean()
+        else:
+            term_mask, term_ar = mask_rows.sum() / batch.num_response, ar_rows.sum() / batch.num_response
+        g_mask = torch.autograd.grad(term_mask, params, retain_graph=True)
+        g_ar = torch.autograd.grad(term_ar, params)
         norm_mask = math.sqrt(sum(float(g.pow(2).sum()) for g in g_mask))
         norm_ar = math.sqrt(sum(float(g.pow(2).sum()) for g in g_ar))
         dot = sum(float((a * b).sum()) for a, b in zip(g_mask, g_ar))
@@ -73,10 +88,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--block-size", type=int, default=4)
+    parser.add_argument("--loss-normalization", default="token", choices=["token", "sequence"])
+    parser.add_argument("--pad-to-block", default="none", choices=["none", "eos"])
+    parser.add_argument("--loss-turns", default="all", choices=["all", "last"])
+    parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--output", help="CSV to write")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
-    rows = [measure(c, args.data, args.batch_size, args.batches, args.block_size) for c in args.checkpoints]
+    recipe = {
+        "loss_normalization": args.loss_normalization,
+        "pad_to_block": args.pad_to_block,
+        "loss_turns": args.loss_turns,
+        "max_length": args.max_length,
+    }
+    rows = [measure(c, args.data, args.batch_size, args.batches, args.block_size, **recipe) for c in args.checkpoints]
     for r in rows:
         print(
             f"{r['checkpoint']:28s} |g_mask| {r['g_mask']:.4f}  |g_AR| {r['g_ar']:.4f}  "
