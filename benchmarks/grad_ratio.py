@@ -24,7 +24,13 @@ import torch
 
 from mars.pipeline.config import TrainSpec
 from mars.training.data import load_records
-from mars.training.objective import IGNORE, build_dual_stream, dual_stream_row_sums, pad_to_block_eos
+from mars.training.objective import (
+    IGNORE,
+    build_dual_stream,
+    dual_stream_row_sums,
+    normalized_stream_losses,
+    pad_to_block_eos,
+)
 from mars.training.train import build_dataset, load_init
 
 
@@ -64,11 +70,7 @@ def measure(checkpoint: str, data: str, batch_size: int, count: int, block_size:
             )
         batch = build_dual_stream(ids, attention, labels, mask_token_id=tokenizer.mask_token_id, block_size=block_size)
         mask_rows, ar_rows = dual_stream_row_sums(model, batch)
-        if spec.loss_normalization == "sequence":  # each sequence's mean, then the mean over sequences (training's)
-            counts = (batch.clean_targets != IGNORE).sum(dim=1).clamp(min=1).to(mask_rows.dtype)
-            term_mask, term_ar = (mask_rows / counts).mean(), (ar_rows / counts).mean()
-        else:
-            term_mask, term_ar = mask_rows.sum() / batch.num_response, ar_rows.sum() / batch.num_response
+        term_mask, term_ar = normalized_stream_losses(mask_rows, ar_rows, batch, spec.loss_normalization)
         g_mask = torch.autograd.grad(term_mask, params, retain_graph=True)
         g_ar = torch.autograd.grad(term_ar, params)
         norm_mask = math.sqrt(sum(float(g.pow(2).sum()) for g in g_mask))

@@ -196,6 +196,28 @@ def dual_stream_row_sums(model, batch: DualStreamBatch) -> tuple[torch.Tensor, t
     return zeros.index_add(0, row[noisy], ce[noisy]), zeros.index_add(0, row[~noisy], ce[~noisy])
 
 
+def normalized_stream_losses(
+    mask_rows: torch.Tensor,
+    ar_rows: torch.Tensor,
+    batch: DualStreamBatch,
+    normalization: str,
+    *,
+    num_items: int | torch.Tensor | None = None,
+    num_sequences: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(L_mask, L_AR) from the per-sequence sums of :func:`dual_stream_row_sums`, normalised as
+    :func:`dual_stream_loss` describes."""
+    if normalization == "sequence":
+        counts = (batch.clean_targets != IGNORE).sum(dim=1).clamp(min=1).to(mask_rows.dtype)
+        term_mask, term_ar = (mask_rows / counts).sum(), (ar_rows / counts).sum()
+        denom = torch.as_tensor(num_sequences or batch.input_ids.shape[0], device=mask_rows.device)
+    else:
+        term_mask, term_ar = mask_rows.sum(), ar_rows.sum()
+        denom = torch.as_tensor(batch.num_response if num_items is None else num_items, device=mask_rows.device)
+        denom = denom.clamp(min=1)
+    return term_mask / denom, term_ar / denom
+
+
 def dual_stream_loss(
     model,
     batch: DualStreamBatch,
@@ -219,16 +241,9 @@ def dual_stream_loss(
     if normalization not in NORMALIZATIONS:
         raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
     mask_rows, ar_rows = dual_stream_row_sums(model, batch)
-    if normalization == "sequence":
-        counts = (batch.clean_targets != IGNORE).sum(dim=1).clamp(min=1).to(mask_rows.dtype)
-        term_mask, term_ar = (mask_rows / counts).sum(), (ar_rows / counts).sum()
-        denom = torch.as_tensor(num_sequences or batch.input_ids.shape[0], device=mask_rows.device)
-    else:
-        term_mask, term_ar = mask_rows.sum(), ar_rows.sum()
-        denom = torch.as_tensor(batch.num_response if num_items is None else num_items, device=mask_rows.device)
-        denom = denom.clamp(min=1)
-    loss_mask = term_mask / denom
-    loss_ar = term_ar / denom
+    loss_mask, loss_ar = normalized_stream_losses(
+        mask_rows, ar_rows, batch, normalization, num_items=num_items, num_sequences=num_sequences
+    )
     loss = loss_mask + w_ar * loss_ar if w_ar else loss_mask
     parts = {"loss_mask": loss_mask.detach(), "loss_ar": loss_ar.detach()}
     return loss, {**parts, "sum_mask": mask_rows.sum().detach(), "sum_ar": ar_rows.sum().detach()}
