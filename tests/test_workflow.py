@@ -126,6 +126,18 @@ def bad_config(tmp_path, edit) -> Path:
         ),
         (lambda c: c["models"]["ar_sft_5ep"].update(epochs=-1), "config key 'models.ar_sft_5ep.epochs'"),
         (lambda c: c["training"].update(learning_rat=1e-3), "config key 'training': Additional properties"),
+        # a kind that is neither tiny nor hf is named as such (not as the hf branch's unexpected tiny keys)
+        (lambda c: c["world"].update(kind="huge"), "config key 'world.kind': 'huge' is not one of ['tiny', 'hf']"),
+        # a cycle of starts is named, not a missing report.base_model or Snakemake's CyclicGraphException
+        (
+            lambda c: c["models"]["base"].update(init="mars_b4"),
+            "config key 'models.base.init': the starts form a cycle, base -> mars_b4 -> ar_sft_5ep -> base",
+        ),
+        (
+            lambda c: c["models"]["mars_b8"].update(init="mars_b16") or c["models"]["mars_b16"].update(init="mars_b8"),
+            # (the first of them in the file, whose keys yaml.safe_dump sorted)
+            "config key 'models.mars_b16.init': the starts form a cycle, mars_b16 -> mars_b8 -> mars_b16",
+        ),
         # a model the tables name, renamed: one clear error, never a silently missing row
         (lambda c: c["models"].update(mars_b4_renamed=c["models"].pop("mars_b4")), "'mars_b4' is not a model entry"),
         # Table 6: a fresh architecture only for a model started from the world; drafts must be model entries

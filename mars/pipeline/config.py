@@ -190,6 +190,7 @@ def validate(config: dict) -> dict:
         if init == name:
             raise ConfigError(f"config key 'models.{name}.init': a model cannot start from itself")
         _check_start(config, name, entry)
+    _check_init_cycles(config.get("models", {}))
     # a model's own keys: never a default of every entry
     for key in ("architecture", "base_model", "layers", "derived_from"):
         if config.get("training", {}).get(key) is not None:
@@ -203,6 +204,23 @@ def validate(config: dict) -> dict:
     expand_seeds(config)
     expand_study(config)
     return config
+
+
+def _check_init_cycles(models: dict) -> None:
+    """Every chain of starts (``models.<name>.init``) ends at 'world': a cycle (a base started from a model that
+    descends from it, two entries naming each other) is one line naming its models, in the order they start from
+    each other."""
+    for name in models:
+        chain = [name]
+        while models[chain[-1]]["init"] != "world":
+            init = models[chain[-1]]["init"]
+            if init in chain:
+                cycle = chain[chain.index(init) :] + [init]
+                raise ConfigError(
+                    f"config key 'models.{cycle[0]}.init': the starts form a cycle, {' -> '.join(cycle)} (each "
+                    "starts from the next): one of them must start from 'world' or a model outside the cycle"
+                )
+            chain.append(init)
 
 
 MULTI_TOKEN_KEYS = ("block_size", "w_ar", "attention")
