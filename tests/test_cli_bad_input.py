@@ -182,9 +182,11 @@ def test_a_missing_local_init_is_a_local_path_error_without_the_hub(kind, small_
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.work").exists()
 
 
-def test_prefetch_of_a_config_without_an_offline_section_says_so(tmp_path, capsys):
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["fetch", "dry-run"])
+def test_prefetch_of_a_config_without_an_offline_section_says_so(dry_run, tmp_path, capsys):
+    """The dry run gives the verdict the real run gives (it said "nothing to fetch" and exited 0)."""
     cache = tmp_path / "cache"
-    assert main(["prefetch", "--config", str(ROOT / "config.yaml"), "--cache", str(cache)]) == 2
+    assert main(["prefetch", "--config", str(ROOT / "config.yaml"), "--cache", str(cache), *dry_run]) == 2
     err = error_lines(capsys)
     assert len(err) == 1 and "has no offline.cache_dir" in err[0] and f"cache_dir: {cache}" in err[0], err
     assert not cache.exists()

@@ -286,7 +286,7 @@ def _run(args) -> None:
         raise ConfigError("give either --job or --config")
     if args.config:
         config = load_config(args.config)
-        if not args.dry_run and not (config.get("offline") or {}).get("cache_dir"):
+        if not (config.get("offline") or {}).get("cache_dir"):  # (a dry run gives the same verdict)
             raise ConfigError(
                 f"{args.config} has no offline.cache_dir: its jobs would not read a prefetched cache (add "
                 f"'offline: {{cache_dir: {args.cache}}}' to it)"
