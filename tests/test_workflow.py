@@ -198,6 +198,25 @@ def test_without_a_config_file_the_line_says_where_it_looked(tmp_path):
     assert lines == [f"error: no config.yaml in {tmp_path}: run from the repository, or give --configfile FILE"]
 
 
+def test_the_readme_says_what_snakemake_itself_answers_and_the_working_form(tmp_path):
+    """Three mistakes stop Snakemake before the Snakefile runs, so the workflow cannot answer them in its own line:
+    the README's note quotes what Snakemake says to each, and its working form of a nested --config key works."""
+    section = (ROOT / "README.md").read_text().split("## When Snakemake answers first", 1)[1].split("\n## ", 1)[0]
+    (tmp_path / "notes.txt").write_text("a: [1, 2\n")
+    cases = [
+        (("--configfile", str(tmp_path / "my.yaml")), "No such file or directory: '{}'".format(tmp_path / "my.yaml")),
+        (("--configfile", str(tmp_path / "notes.txt")), "Config file is not valid JSON or YAML"),
+        (("--config", "training.batch_size=8"), "Config entry must start with a valid identifier"),
+    ]
+    for args, says in cases:
+        code, out, jobs = dry_run(*args)
+        assert code != 0 and says in out and not jobs, out[-2000:]
+        assert says.replace(str(tmp_path) + "/", "") in section
+    assert "`--config 'training={batch_size: 8}'`" in section
+    code, out, jobs = dry_run("--config", "training={batch_size: 8}", "--configfile", str(ROOT / "configs/smoke.yaml"))
+    assert code == 0 and jobs["train"], out[-2000:]
+
+
 def printed_commands(*configs: Path) -> str:
     """The shell commands of a dry run of the whole workflow (-p), in an empty working directory (several configs:
     merged by Snakemake, the later ones key by key over the earlier)."""
