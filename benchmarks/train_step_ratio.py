@@ -46,7 +46,7 @@ def trainer_for(fields: dict, init: Path, data: Path, work: Path, batch_size: in
     dataset = build_dataset(load_records(data, "train"), tokenizer, spec)
     trainer = make_trainer(spec, model, tokenizer, dataset, work)
     if dense:
-        trainer.trim_noisy_prefix = False
+        trainer.layout = "dense"
     trainer.create_optimizer_and_scheduler(num_training_steps=1000)
     trainer.current_gradient_accumulation_steps = 1  # set by train() normally; this script times single steps
     model.train()

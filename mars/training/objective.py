@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from mars.training.masks import additive, check_variant, dual_stream_mask
+from mars.training.segment_attention import SEGMENT_ATTENTION
 
 IGNORE = -100
 
@@ -39,6 +40,30 @@ class DualStreamBatch:
     noisy_start: int
     length: int  # L
     num_response: int  # response tokens (the targets the Trainer counts for loss normalisation)
+    row_lengths: torch.Tensor  # [b]: real (attended) tokens of each row
+
+    @property
+    def num_sequences(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def clean_counts(self) -> torch.Tensor:
+        """[b]: clean-stream targets per sequence (sequence normalisation)."""
+        return (self.clean_targets != IGNORE).sum(dim=1)
+
+    def loss_targets(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """[b, L + Ln] each: (target, loss weight, in the noisy stream, sequence index) of every position."""
+        targets = torch.cat([self.clean_targets, self.noisy_targets], dim=1)
+        weights = torch.cat(
+            [torch.ones_like(self.clean_targets, dtype=self.noisy_weights.dtype), self.noisy_weights], 1
+        )
+        is_noisy = torch.zeros_like(targets, dtype=torch.bool)
+        is_noisy[:, self.length :] = True
+        sequence = torch.arange(targets.shape[0], device=targets.device)[:, None].expand_as(targets)
+        return targets, weights, is_noisy, sequence
+
+    def forward_kwargs(self) -> dict:
+        return {}
 
 
 def block_diffusion_masking(
@@ -149,10 +174,95 @@ def build_dual_stream(
         noisy_start=noisy_start,
         length=length,
         num_response=int(response.sum()),
+        row_lengths=attention_mask.sum(dim=1),
     )
 
 
-def _forward(model, batch: DualStreamBatch, logits_to_keep: int | torch.Tensor = 0) -> torch.Tensor:
+@dataclass
+class PackedDualStream:
+    """One micro-batch of the dual stream as a single row of T positions, no padding (:func:`pack_dual_stream`)."""
+
+    input_ids: torch.Tensor  # [1, T]
+    position_ids: torch.Tensor  # [1, T]: each stream's own absolute positions
+    allowed: torch.Tensor  # [1, T, T] boolean attention mask (block-diagonal over sequences)
+    targets: torch.Tensor  # [1, T]: target of each position (-100: none)
+    weights: torch.Tensor  # [1, T]: loss weight of each target (clean: 1; noisy: the padded layout's noisy weight)
+    is_noisy: torch.Tensor  # [1, T] boolean: the position is in a noisy copy
+    sequence: torch.Tensor  # [1, T]: the row of the micro-batch a position belongs to
+    segments: tuple[tuple[int, int], ...]  # [start, end) of each sequence's clean + noisy positions
+    clean_counts: torch.Tensor  # [b]: clean-stream targets per sequence (sequence normalisation)
+    num_sequences: int
+    num_response: int
+
+    def loss_targets(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.targets, self.weights, self.is_noisy, self.sequence
+
+    def forward_kwargs(self) -> dict:
+        return {SEGMENT_ATTENTION: self.segments}
+
+
+def pack_dual_stream(batch: DualStreamBatch, *, block_size: int, variant: str = "mars") -> PackedDualStream:
+    """The packed layout (``MARSConfig.layout="packed"``, the training default) of a padded dual-stream batch.
+
+    Each sequence contributes its clean copy (positions 0..L_i-1, no padding) and its noisy copy from the start s_i
+    of its OWN first block with a target (the padded layout trims the noisy copy only to the earliest such block of
+    the whole micro-batch), one sequence after another:
+
+        [clean_0 | noisy_0 | clean_1 | noisy_1 | ...]
+
+    Inside a sequence the attention rules are the padded layout's (mars.training.masks); across sequences nothing is
+    attended. Every query therefore sees exactly the keys it sees in the padded layout, and the loss is the same up to
+    floating-point reduction order (tests/test_packing.py), while the linear layers, most of a step's cost,
+    process no padding and no other row's prompt. Attention runs per sequence with sdpa models
+    (mars.training.segment_attention); other implementations get the block-diagonal mask (same result, T^2 cost).
+    """
+    lengths = batch.row_lengths.tolist()
+    offset, length_all = batch.noisy_start, batch.length
+    device = batch.input_ids.device
+    parts = {name: [] for name in ("ids", "pos", "targets", "weights", "noisy", "sequence")}
+    real = batch.allowed[:, :length_all, :length_all].diagonal(dim1=1, dim2=2)  # [b, L]: the attended tokens
+    if not torch.equal(real, torch.arange(length_all, device=device)[None, :] < batch.row_lengths[:, None]):
+        raise ValueError("the packed layout needs right-padded rows (attention mask: ones, then zeros)")
+    masks, segments, start = [], [], 0
+    for row, length in enumerate(lengths):
+        has_target = (batch.noisy_targets[row, : max(length - offset, 0)] != IGNORE).nonzero()
+        first = offset + int(has_target[0]) if len(has_target) else length  # no target: no noisy copy
+        noisy_start = first // block_size * block_size
+        noisy = slice(length_all + noisy_start - offset, length_all + length - offset)
+        rel = slice(noisy_start - offset, length - offset)
+        span = 2 * length - noisy_start
+        parts["ids"] += [batch.input_ids[row, :length], batch.input_ids[row, noisy]]
+        parts["pos"] += [batch.position_ids[row, :length], batch.position_ids[row, noisy]]
+        parts["targets"] += [batch.clean_targets[row, :length], batch.noisy_targets[row, rel]]
+        parts["weights"] += [
+            torch.ones(length, dtype=batch.noisy_weights.dtype, device=device),
+            batch.noisy_weights[row, rel],
+        ]
+        parts["noisy"] += [
+            torch.zeros(length, dtype=torch.bool, device=device),
+            torch.ones(length - noisy_start, dtype=torch.bool, device=device),
+        ]
+        parts["sequence"].append(torch.full((span,), row, dtype=torch.long, device=device))
+        masks.append(dual_stream_mask(torch.ones(1, length, device=device), block_size, variant, noisy_start)[0])
+        segments.append((start, start + span))
+        start += span
+    flat = {name: torch.cat(pieces)[None, :] for name, pieces in parts.items()}
+    return PackedDualStream(
+        input_ids=flat["ids"],
+        position_ids=flat["pos"],
+        allowed=torch.block_diag(*masks)[None],
+        targets=flat["targets"],
+        weights=flat["weights"],
+        is_noisy=flat["noisy"],
+        sequence=flat["sequence"],
+        segments=tuple(segments),
+        clean_counts=batch.clean_counts,
+        num_sequences=batch.num_sequences,
+        num_response=batch.num_response,
+    )
+
+
+def _forward(model, batch: DualStreamBatch | PackedDualStream, logits_to_keep: int | torch.Tensor = 0) -> torch.Tensor:
     """Logits of one forward over the dual-stream input, through ``model``'s own ``forward``.
 
     ``model`` may be the Trainer's wrapper (DataParallel, DDP, FSDP) around the causal LM: calling it, not its
@@ -167,6 +277,7 @@ def _forward(model, batch: DualStreamBatch, logits_to_keep: int | torch.Tensor =
         position_ids=batch.position_ids,
         use_cache=False,
         logits_to_keep=logits_to_keep,
+        **batch.forward_kwargs(),  # the packed layout's sequences (mars.training.packing.segment_sdpa)
     )
     return out.logits
 
@@ -180,19 +291,16 @@ def dual_stream_logits(model, batch: DualStreamBatch) -> tuple[torch.Tensor, tor
 NORMALIZATIONS = ("token", "sequence")
 
 
-def dual_stream_row_sums(model, batch: DualStreamBatch) -> tuple[torch.Tensor, torch.Tensor]:
+def dual_stream_row_sums(model, batch: DualStreamBatch | PackedDualStream) -> tuple[torch.Tensor, torch.Tensor]:
     """Per sequence [b]: (summed weighted noisy CE, summed clean CE) of one forward; logits only where a target
-    exists."""
-    targets = torch.cat([batch.clean_targets, batch.noisy_targets], dim=1)
-    weights = torch.cat([torch.ones_like(batch.clean_targets, dtype=batch.noisy_weights.dtype), batch.noisy_weights], 1)
-    is_noisy = torch.zeros_like(targets, dtype=torch.bool)
-    is_noisy[:, batch.length :] = True
+    exists. Either layout: the padded one of :func:`build_dual_stream` or the packed one (mars.training.packing)."""
+    targets, weights, is_noisy, sequence = batch.loss_targets()
     select = targets != IGNORE
     logits = _forward(model, batch, logits_to_keep=select).float()  # [n, vocab], row-major like targets[select]
     ce = F.cross_entropy(logits, targets[select], reduction="none") * weights[select]
-    row = select.nonzero(as_tuple=True)[0]
+    row = sequence[select]
     noisy = is_noisy[select]
-    zeros = torch.zeros(targets.shape[0], dtype=ce.dtype, device=ce.device)
+    zeros = torch.zeros(batch.num_sequences, dtype=ce.dtype, device=ce.device)
     return zeros.index_add(0, row[noisy], ce[noisy]), zeros.index_add(0, row[~noisy], ce[~noisy])
 
 
@@ -208,9 +316,9 @@ def normalized_stream_losses(
     """(L_mask, L_AR) from the per-sequence sums of :func:`dual_stream_row_sums`, normalised as
     :func:`dual_stream_loss` describes."""
     if normalization == "sequence":
-        counts = (batch.clean_targets != IGNORE).sum(dim=1).clamp(min=1).to(mask_rows.dtype)
+        counts = batch.clean_counts.clamp(min=1).to(mask_rows.dtype)
         term_mask, term_ar = (mask_rows / counts).sum(), (ar_rows / counts).sum()
-        denom = torch.as_tensor(num_sequences or batch.input_ids.shape[0], device=mask_rows.device)
+        denom = torch.as_tensor(num_sequences or batch.num_sequences, device=mask_rows.device)
     else:
         term_mask, term_ar = mask_rows.sum(), ar_rows.sum()
         denom = torch.as_tensor(batch.num_response if num_items is None else num_items, device=mask_rows.device)

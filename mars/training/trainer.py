@@ -17,9 +17,19 @@ import torch
 from torch.utils.data import Sampler
 from trl import SFTConfig, SFTTrainer
 
-from mars.training.objective import NORMALIZATIONS, build_dual_stream, dual_stream_loss, pad_to_block_eos
+from mars.training.objective import (
+    NORMALIZATIONS,
+    build_dual_stream,
+    dual_stream_loss,
+    pack_dual_stream,
+    pad_to_block_eos,
+)
+from mars.training.segment_attention import use_segment_attention
 
 VARIANTS = ("mars", "bidirectional", "block_diffusion")
+# The dual-stream input of a micro-batch (all give the same loss): packed (mars.training.objective.pack_dual_stream),
+# padded ([clean | noisy] rows, the noisy copy trimmed to the batch's first block with a target), dense (untrimmed)
+LAYOUTS = ("packed", "padded", "dense")
 
 
 @dataclass
@@ -41,7 +51,10 @@ class MARSConfig(SFTConfig):
     pad_to_block: str = field(default="none", metadata={"help": "none | eos (the authors')"})
     mask_loss_weighting: str = field(default="uniform", metadata={"help": "uniform | inverse_t (authors' no-L_AR)"})
     loss_turns: str = field(default="all", metadata={"help": "all | last: assistant turns of `messages` trained"})
-    trim_noisy_prefix: bool = field(default=True, metadata={"help": "False: the dense 2L x 2L layout"})
+    layout: str = field(
+        default="packed",
+        metadata={"help": "packed (no padding; the default) | padded (the reference) | dense (untrimmed 2L x 2L)"},
+    )
     gradient_checkpointing: bool = False
     packing: bool = False
 
@@ -55,6 +68,7 @@ class MARSConfig(SFTConfig):
             "pad_to_block": (self.pad_to_block, ("none", "eos")),
             "mask_loss_weighting": (self.mask_loss_weighting, ("uniform", "inverse_t")),
             "loss_turns": (self.loss_turns, ("all", "last")),
+            "layout": (self.layout, LAYOUTS),
         }
         for name, (value, allowed) in checks.items():
             if value not in allowed:
@@ -180,7 +194,7 @@ class MARSTrainer(ARTrainer):
         self.mask_loss_weighting = args.mask_loss_weighting  # uniform | inverse_t (the authors' no-SFT weighting)
         self._step_sequences = None  # sequences in the current optimizer step (this process): sequence normalisation
         self.masking_seed = args.seed
-        self.trim_noisy_prefix = args.trim_noisy_prefix  # False: the dense 2L x 2L layout (benchmark reference)
+        self.layout = args.layout  # packed (default) | padded | dense: the same loss, packed is the cheapest
         self._micro_step = (-1, 0)  # (global step, micro-batch index): seeds block-diffusion masking reproducibly
         self._part_sums = {}  # mode -> (sum of noisy CE, sum of clean CE, targets) since the last log
         super().__init__(
@@ -192,7 +206,10 @@ class MARSTrainer(ARTrainer):
             **kwargs,
         )
         # how this model must be decoded, in its own config.json (vLLM's parallel drafting reads mask_token_id)
-        config = self.accelerator.unwrap_model(self.model).config
+        unwrapped = self.accelerator.unwrap_model(self.model)
+        if self.layout == "packed":
+            use_segment_attention(unwrapped)  # per-sequence attention over the packed row (sdpa models)
+        config = unwrapped.config
         config.mask_token_id = mask_token_id
         config.mars = {
             "method": "block_diffusion" if self.variant == "block_diffusion" else "mars",
@@ -257,10 +274,12 @@ class MARSTrainer(ARTrainer):
             mask_token_id=self.mask_token_id,
             block_size=self.block_size,
             variant=self.variant,
-            trim=self.trim_noisy_prefix,
+            trim=self.layout != "dense",
             generator=self._masking_generator(inputs["input_ids"].device),
             mask_weighting=self.mask_loss_weighting,
         )
+        if self.layout == "packed":
+            batch = pack_dual_stream(batch, block_size=self.block_size, variant=self.variant)
         counted = num_items_in_batch is not None
         if not counted:
             # No count of the accumulated batch: normalise per micro-batch and average over accumulation steps.
