@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import time
 
 import pytest
 import torch
@@ -108,8 +109,10 @@ def test_killed_run_resumes_to_the_same_weights(small_init, tmp_path, sort_micro
     s = spec(epochs=2, save_steps=3, sort_micro_batches=sort_micro_batches, **micro)
     kwargs = dict(init=str(small_init / "init"), data_dir=str(small_init / "data"), experiment="test")
     train(s, output=str(tmp_path / "straight"), **kwargs)
+    killed = time.time()
     with pytest.raises(KeyboardInterrupt):
         train(s, output=str(tmp_path / "resumed"), abort_after_step=6, **kwargs)
+    killed = time.time() - killed
     assert not (tmp_path / "resumed").exists()  # nothing half-written where a finished model would be
     assert (tmp_path / "resumed.work").is_dir()
     # checkpoints of other settings are never resumed: one line naming what changed, the checkpoints kept
@@ -126,13 +129,33 @@ def test_killed_run_resumes_to_the_same_weights(small_init, tmp_path, sort_micro
     finally:
         os.utime(weights_file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     # how often it saves and logs is not what it computes: the same run resumes
+    last = time.time()
     metrics = train(dataclasses.replace(s, save_steps=5, logging_steps=2), output=str(tmp_path / "resumed"), **kwargs)
+    last = time.time() - last
     assert metrics["resumed_from"].endswith("checkpoint-6")
     a, b = weights(tmp_path / "straight"), weights(tmp_path / "resumed")
     assert a.keys() == b.keys()
     for key in a:
         assert torch.equal(a[key], b[key]), key
     assert not (tmp_path / "resumed.work").exists()
+    # ... and records what the uninterrupted run records: the training loss over all 16 steps (6 of them before the
+    # kill), not over the 10 after it (the loss sums are float32 sums between logs, logged every 2 steps after the
+    # resume: equal to rounding)
+    straight, resumed = (json.loads((tmp_path / n / "metrics.json").read_text()) for n in ("straight", "resumed"))
+    assert metrics == resumed
+    assert resumed["train_loss"] == pytest.approx(straight["train_loss"], rel=1e-6)
+    assert resumed["first_loss"] == straight["first_loss"]
+    # every other record alike, but the times, where it resumed from and the last logged interval's losses (the last
+    # 2 steps here, the last step there: logging_steps changed)
+    own = {"train_loss", "train_runtime_s", "wall_time_s", "wall_time_s_before_resume", "resumed_from"}
+    own |= {"final_loss", "final_loss_mask", "final_loss_ar"}
+    assert {k: v for k, v in resumed.items() if k not in own} == {k: v for k, v in straight.items() if k not in own}
+    # the times cover both invocations: the killed one up to its checkpoint, and the last one
+    assert straight["wall_time_s_before_resume"] == 0.0 and 0 < resumed["wall_time_s_before_resume"] <= killed
+    assert resumed["wall_time_s"] - resumed["wall_time_s_before_resume"] <= last
+    last_loop = json.loads((tmp_path / "resumed" / "run_config.json").read_text())["log_history"][-1]["train_runtime"]
+    assert resumed["train_runtime_s"] > last_loop and resumed["train_runtime_s"] - last_loop <= killed
+    assert resumed["train_runtime_s"] <= resumed["wall_time_s"]
 
 
 def test_sorted_micro_batches_cut_padding_and_keep_random_steps(small_init, tmp_path):

@@ -114,11 +114,13 @@ def read_json(path: Path) -> dict:
 
 
 def training_cost(models_dir: str | Path, model: str) -> dict:
-    """Optimizer steps and wall time of a trained model (for compute-matched comparisons)."""
+    """Optimizer steps and wall time of a trained model (for compute-matched comparisons; both summed over the
+    invocations of a resumed run), and the time of the invocations before its last (0.0: never resumed)."""
     metrics = read_json(Path(models_dir) / model / "metrics.json")
     return {
         "optimizer_steps": metrics.get("optimizer_steps", math.nan),
         "train_wall_time_s": metrics.get("train_runtime_s") or metrics.get("wall_time_s", math.nan),
+        "wall_time_s_before_resume": metrics.get("wall_time_s_before_resume", 0.0),
     }
 
 

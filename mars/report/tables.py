@@ -362,7 +362,11 @@ class Tables:
         for model, info in self.job["models"].items():
             if model not in measured:
                 raise ConfigError(f"no Snakemake benchmark file for model {model} among the --inputs")
-            steps = training_cost(self.results / "models", model)["optimizer_steps"]
+            cost = training_cost(self.results / "models", model)
+            steps, before = cost["optimizer_steps"], cost["wall_time_s_before_resume"]
+            # Snakemake measured the last invocation of a resumed job only: the earlier ones, as mars train recorded
+            # them (each up to its last checkpoint), are added, so that the time is of all the steps it divides
+            wall = measured[model]["job_wall_time_s"] + before
             rows[model] = {
                 "model": model,
                 "method": info["trained"]["method"],
@@ -370,7 +374,9 @@ class Tables:
                 "init": info["init"],
                 "optimizer_steps": steps,
                 **measured[model],
-                "s_per_step": measured[model]["job_wall_time_s"] / steps if steps else math.nan,
+                "job_wall_time_s": wall,
+                "wall_time_s_before_resume": before,
+                "s_per_step": wall / steps if steps else math.nan,
             }
         for row in rows.values():
             start = rows.get(row["init"])
@@ -427,7 +433,8 @@ CAPTIONS = {
     "standard error over problems, tokens per forward) and the next-token loss (nats/token) on a fixed sample of "
     "CPython's standard-library source, with paired differences from Base and AR SFT (standard errors over files).",
     "ablations": "Ablations against their reference models (tau = 1.0 average; tokens per forward at the fast tau).",
-    "cost": "Training cost per model, measured by Snakemake (wall time, peak RSS), and ratios to the AR start.",
+    "cost": "Training cost per model, measured by Snakemake (wall time, peak RSS; a resumed job's earlier invocations "
+    "added as mars train recorded them), and ratios to the AR start.",
     "scaling": "Scaling study: per model size and SFT set size, MARS, MARS w/o L_AR and the AR continuation minus "
     "AR SFT (tau = 1.0 average, standard errors over seeds and over test items), MARS at tau < 1, and AR SFT's "
     "final next-token loss on training vs held-out records.",

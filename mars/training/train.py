@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+from transformers.trainer_callback import ExportableState
 from trl import SFTConfig
 
 from mars.fileio import file_stats, write_json_atomic
@@ -42,6 +43,39 @@ class AbortAfterStep(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         if state.global_step >= self.step:
             raise KeyboardInterrupt(f"aborted after step {state.global_step}")
+
+
+class RunTotals(TrainerCallback, ExportableState):
+    """The run's training-loss sum and times over all its invocations, so that a resumed run records what an
+    uninterrupted one does (metrics.json's ``train_loss``, ``train_runtime_s``, ``wall_time_s``, and the cost table,
+    which adds ``wall_time_s_before_resume`` to the last invocation's Snakemake time). Every checkpoint keeps them in
+    its ``trainer_state.json`` (the Trainer saves an ExportableState callback's :meth:`state` there, in the same
+    write as the step it belongs to); a resume reads them back from the checkpoint it starts from. An invocation's
+    time counts up to its last checkpoint: the work after it is redone, and counted, by the next one."""
+
+    def __init__(self, started: float = 0.0, checkpoint: str | None = None):
+        self.started = started  # this invocation's start (time.time())
+        self.train_started = None  # its training loop's start
+        self.trainer = None  # set once the trainer exists (the running loss lives there)
+        self.before = {"loss_sum": 0.0, "train_runtime_s": 0.0, "wall_time_s": 0.0}
+        state = json.loads((Path(checkpoint) / "trainer_state.json").read_text()) if checkpoint else {}
+        saved = (state.get("stateful_callbacks") or {}).get(type(self).__name__) or {}
+        self.before.update({k: float(v) for k, v in (saved.get("attributes") or {}).items() if k in self.before})
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.train_started = time.time()
+        state.stateful_callbacks.setdefault(type(self).__name__, {})  # (a checkpoint from before this record)
+
+    def state(self) -> dict:
+        """The totals up to now: the loss the Trainer summed (logged steps) and holds (steps since the last log)."""
+        now, trainer = time.time(), self.trainer
+        running = getattr(trainer, "_total_loss_scalar", 0.0) + float(getattr(trainer, "_tr_loss", 0.0))
+        totals = {
+            "loss_sum": self.before["loss_sum"] + (running if self.train_started else 0.0),
+            "train_runtime_s": self.before["train_runtime_s"] + (now - (self.train_started or now)),
+            "wall_time_s": self.before["wall_time_s"] + (now - self.started),
+        }
+        return {"args": {}, "attributes": totals}
 
 
 def load_init(init: str, spec: TrainSpec, mask_token: str | None = None):
@@ -486,6 +520,8 @@ def train(
     if abort_after_step is not None:
         callbacks.append(AbortAfterStep(abort_after_step))
     started = time.time()
+    totals = RunTotals(started, last)  # the loss sum and times of the invocations before this one (none: zeros)
+    callbacks.append(totals)
     tracking = (
         mlflow_run(
             experiment,
@@ -502,6 +538,7 @@ def train(
         if main:
             run_file.write_text(mlflow.active_run().info.run_id)
         trainer = make_trainer(spec, model, tokenizer, dataset, work_dir, callbacks, eval_dataset=evals)
+        totals.trainer = trainer
         preemption.install()
         try:
             result = trainer.train(resume_from_checkpoint=last)
@@ -523,7 +560,9 @@ def train(
         on_train = [h for h in trainer.state.log_history if "eval_train_loss" in h]
         history = [h for h in trainer.state.log_history if "loss" in h]
         metrics = {
-            "train_loss": result.training_loss,
+            # the mean over every optimizer step of the run, the steps before a resume included (the Trainer's own
+            # training_loss averages this invocation's steps only); uninterrupted, exactly the Trainer's value
+            "train_loss": (totals.before["loss_sum"] + trainer._total_loss_scalar) / max(trainer.state.global_step, 1),
             "final_loss": history[-1]["loss"] if history else None,
             "final_loss_mask": history[-1].get("loss_mask") if history else None,
             "final_loss_ar": history[-1].get("loss_ar") if history else None,
@@ -533,8 +572,10 @@ def train(
             "final_train_slice_loss": on_train[-1]["eval_train_loss"] if on_train else None,
             "optimizer_steps": trainer.state.global_step,
             "epochs": trainer.state.epoch,
-            "train_runtime_s": result.metrics.get("train_runtime"),
-            "wall_time_s": time.time() - started,  # this process only; a resumed run's earlier part is not included
+            # both summed over the invocations (each up to its last checkpoint); this process's, with several
+            "train_runtime_s": totals.before["train_runtime_s"] + result.metrics.get("train_runtime", 0.0),
+            "wall_time_s": totals.before["wall_time_s"] + time.time() - started,
+            "wall_time_s_before_resume": totals.before["wall_time_s"],  # 0.0: not resumed
             "resumed_from": last,
             "num_examples": len(dataset),
             "dropped_examples": dropped,

@@ -247,6 +247,15 @@ def test_cost_table_from_snakemake_benchmarks(cfg, tmp_path):
         (100.0 + order.index("mars_b8")) / (100.0 + order.index("ar_sft_5ep"))
     )
     assert math.isnan(frame.loc["ar_sft_5ep", "s_per_step_vs_init"])
+    # a resumed job: Snakemake timed its last invocation only, so the earlier ones (as mars train recorded them in
+    # metrics.json) are added; the last invocation's time is not divided by all the steps
+    metrics_file = results / "models" / "mars_b8" / "metrics.json"
+    metrics_file.write_text(json.dumps({**json.loads(metrics_file.read_text()), "wall_time_s_before_resume": 7.5}))
+    frame = make_table(job, results, tmp_path / "cost.csv", inputs=bench).set_index("model")
+    assert frame.loc["mars_b8", "job_wall_time_s"] == pytest.approx(wall["mars_b8"] + 7.5)
+    assert frame.loc["mars_b8", "wall_time_s_before_resume"] == 7.5
+    assert frame.loc["mars_b8", "s_per_step"] == pytest.approx((wall["mars_b8"] + 7.5) / (10 + len("mars_b8")))
+    assert frame.loc["mars_b4", "s_per_step"] == pytest.approx(per_step["mars_b4"])  # (never resumed: as before)
 
 
 def test_seeded_rows_show_mean_deviation_and_paired_standard_error(cfg, tmp_path):
