@@ -163,6 +163,11 @@ class TrainSpec:
     architecture: dict | None = _default("architecture")
     base_model: str | None = _default("base_model")  # init world only: this start instead of world.base_model (hf)
     layers: int | None = _default("layers")  # the init's first n decoder layers only (a smaller draft, Table 6)
+    # a learning curve's chain of jobs (configs/smollm2-curve.yaml): stop after this step of the schedule and keep the
+    # Trainer checkpoint; go on from another entry's kept checkpoint
+    stop_at_step: int | None = _default("stop_at_step")
+    resume_from: str | None = _default("resume_from")
+    targets: str = _default("targets")  # gold | self_greedy: the init model's own greedy answers (rule distill)
 
     @property
     def variant(self) -> str:

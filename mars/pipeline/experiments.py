@@ -523,8 +523,10 @@ def train_job(config: dict, model: str) -> dict:
     # these to mars.launch as resources, never in this param, so that they rerun nothing
     launch = ("accelerate_config", "processes")
     # keys added later that are unset stay out too, so that adding them retrains nothing
-    unset = ("grad_accum", "effective_batch", "architecture", "base_model", "layers")
+    unset = ("grad_accum", "effective_batch", "architecture", "base_model", "layers", "stop_at_step", "resume_from")
     spec = {k: v for k, v in spec.items() if k not in unused and k not in launch and not (k in unset and v is None)}
+    if spec.get("targets") == "gold":  # (added later, at its default)
+        del spec["targets"]
     return {"model": model, "spec": spec, "mask_token": config["world"].get("mask_token"), "experiment": config["name"]}
 
 
