@@ -81,6 +81,7 @@ def _train(args) -> None:
         results_dir=args.results_dir or DEFAULT_RESULTS_DIR,
         mask_token=job.get("mask_token"),
         tags={"model": job["model"], **_tags(args.tag)},
+        resume_from=args.resume_from,
     )
     print(json.dumps(metrics, indent=2, default=str))
 
@@ -359,6 +360,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--init", required=True, help="starting checkpoint folder (or hub id)")
     train.add_argument("--data", required=True, help="folder with <split>.jsonl (the entry's split; default train)")
     train.add_argument("--output", required=True, help="checkpoint folder to create")
+    train.add_argument(
+        "--resume-from",
+        help="the folder of the entry's resume_from model (default: beside --output, named as the entry says)",
+    )
     train.add_argument("--results-dir", help="folder of the MLflow store (default: the schema's results_dir)")
     train.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="extra MLflow tag")
     train.set_defaults(run=_train)

@@ -261,3 +261,33 @@ def test_the_training_slice_has_the_heldout_sets_mixture():
     assert [r["id"] for r in training_slice(records, heldout)] == [10, 12, 20]
     plain = [{"id": i} for i in range(10)]
     assert [r["id"] for r in training_slice(plain, [{}, {}, {}, {}])] == [0, 2, 5, 7]
+
+
+def test_a_chain_of_stopped_entries_trains_the_uninterrupted_runs_weights(small_init, tmp_path):
+    """A learning curve's chain (configs/smollm2-curve.yaml): stop_at_step keeps the Trainer checkpoint in the model
+    folder; resume_from goes on from it, to the bit the weights of one uninterrupted run (16 steps: stops at 5, 11)."""
+    s = spec(epochs=2, save_steps=3)
+    kwargs = dict(init=str(small_init / "init"), data_dir=str(small_init / "data"), experiment="test")
+    straight = train(s, output=str(tmp_path / "straight"), **kwargs)
+    first = train(dataclasses.replace(s, stop_at_step=5), output=str(tmp_path / "p5"), **kwargs)
+    assert first["optimizer_steps"] == 5
+    assert (tmp_path / "p5" / "trainer_checkpoint" / "optimizer.pt").is_file()
+    assert not (tmp_path / "p5.work").exists()
+    middle = dataclasses.replace(s, stop_at_step=11, resume_from="p5")
+    assert train(middle, output=str(tmp_path / "p11"), **kwargs)["optimizer_steps"] == 11
+    end = train(dataclasses.replace(s, resume_from="p11"), output=str(tmp_path / "end"), **kwargs)
+    assert end["optimizer_steps"] == 16 and not (tmp_path / "end" / "trainer_checkpoint").exists()
+    a, b = weights(tmp_path / "straight"), weights(tmp_path / "end")
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    assert end["train_loss"] == pytest.approx(straight["train_loss"], rel=1e-6)  # over all 16 steps of the chain
+    # a chain's entries differ in stop_at_step and resume_from only: another setting is one line, before any work
+    with pytest.raises(ConfigError, match=r"trained with other settings \(changed: learning_rate\)"):
+        train(dataclasses.replace(middle, learning_rate=1e-3), output=str(tmp_path / "lr"), **kwargs)
+    with pytest.raises(ConfigError, match="stopped at 5"):
+        train(dataclasses.replace(middle, stop_at_step=4), output=str(tmp_path / "early"), **kwargs)
+    with pytest.raises(ConfigError, match="no finished model with a trainer_checkpoint"):
+        train(dataclasses.replace(s, resume_from="end"), output=str(tmp_path / "after_end"), **kwargs)
+    with pytest.raises(ConfigError, match="the schedule ends at step 16"):
+        train(dataclasses.replace(s, stop_at_step=16), output=str(tmp_path / "too_late"), **kwargs)
+    assert not (tmp_path / "too_late").exists()

@@ -78,6 +78,58 @@ class RunTotals(TrainerCallback, ExportableState):
         return {"args": {}, "attributes": totals}
 
 
+class StopAtStep(TrainerCallback):
+    """``stop_at_step``: stop after that optimizer step of the schedule with a checkpoint of it (the schedule stays
+    the one of the whole run: a learning curve's point, which the next entry of the chain resumes from)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.step >= state.max_steps:
+            raise ConfigError(f"stop_at_step: {self.step}, but the schedule ends at step {state.max_steps}")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= self.step:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+
+TRAINER_CHECKPOINT = "trainer_checkpoint"  # in a stop_at_step model's folder: what resume_from goes on from
+CHAIN_ONLY = ("stop_at_step", "resume_from")  # what a chain's entries may differ in
+
+
+def chain_start(parent: str, spec: TrainSpec, init: str, data_dir: str, mask_token: str | None) -> Path:
+    """The Trainer checkpoint a ``resume_from`` entry goes on from: the parent model folder's, after checking that
+    the parent was trained with the same settings (but for :data:`CHAIN_ONLY`), start, data and mask token, and
+    stopped before this entry's own stop. ConfigError (one line) otherwise."""
+    parent_dir = Path(parent)
+    checkpoint = parent_dir / TRAINER_CHECKPOINT
+    record = parent_dir / "run_config.json"
+    if not checkpoint.is_dir() or not record.is_file():
+        raise ConfigError(
+            f"--resume-from {parent}: no finished model with a {TRAINER_CHECKPOINT}/ (train it with stop_at_step)"
+        )
+    before = json.loads(record.read_text())
+    ignored = (*CHAIN_ONLY, *LAUNCH_ONLY)
+    mine = {k: v for k, v in spec.to_dict().items() if k not in ignored}
+    theirs = {k: v for k, v in before["spec"].items() if k not in ignored}
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainSpec)}
+    changed = sorted(k for k in {*mine, *theirs} if mine.get(k, defaults.get(k)) != theirs.get(k, defaults.get(k)))
+    for name, mine_path, their_path in (("init", init, before["init"]), ("data_dir", data_dir, before["data_dir"])):
+        if Path(mine_path).resolve() != Path(their_path).resolve():
+            changed.append(name)
+    if (before.get("mask_token") or None) != (mask_token or None):
+        changed.append("mask_token")
+    if changed:
+        raise ConfigError(f"--resume-from {parent}: trained with other settings (changed: {', '.join(changed)})")
+    parent_step = int(before["spec"]["stop_at_step"])
+    if spec.stop_at_step is not None and spec.stop_at_step <= parent_step:
+        raise ConfigError(f"stop_at_step: {spec.stop_at_step}, but --resume-from {parent} stopped at {parent_step}")
+    return checkpoint
+
+
 def load_init(init: str, spec: TrainSpec, mask_token: str | None = None):
     """Model and tokenizer of the starting checkpoint, with the checks a bad checkpoint must fail.
 
@@ -473,6 +525,7 @@ def train(
     tags: dict | None = None,
     mask_token: str | None = None,
     abort_after_step: int | None = None,
+    resume_from: str | None = None,
 ) -> dict:
     """Train one model; returns the final metrics. Raises ConfigError on bad input before writing anything.
 
@@ -481,6 +534,10 @@ def train(
     """
     check_spec(spec)
     output_path = Path(output)
+    if resume_from and not spec.resume_from:
+        raise ConfigError("--resume-from is for an entry with resume_from (a chain of stop_at_step entries)")
+    if spec.resume_from and not resume_from:  # the workflow's layout: the models are siblings, models/<name>
+        resume_from = str(output_path.parent / spec.resume_from)
     if (output_path / "metrics.json").is_file():
         raise ConfigError(f"output folder already holds a finished model: {output}")
     if output_path.exists():
@@ -512,13 +569,23 @@ def train(
     work_dir = output_path.with_name(output_path.name + ".work")
     work_dir.mkdir(parents=True, exist_ok=True)
     last = last_complete_checkpoint(work_dir)
+    start_from = chain_start(resume_from, spec, init, data_dir, mask_token) if resume_from else None
     check_resumable(work_dir, resume_settings(spec, init, data_dir, mask_token), last, main)
+    if start_from is not None and last is None and main:  # a chain's first invocation: go on from the parent's
+        step = json.loads((start_from / "trainer_state.json").read_text())["global_step"]
+        copying = work_dir / f"copying-checkpoint-{step}"
+        shutil.rmtree(copying, ignore_errors=True)
+        shutil.copytree(start_from, copying)
+        os.replace(copying, work_dir / f"checkpoint-{step}")
+        last = str(work_dir / f"checkpoint-{step}")
     run_file = work_dir / "mlflow_run_id"
     run_id = run_file.read_text().strip() if last and run_file.is_file() else None
     preemption = PreemptionCallback()
     callbacks = [MLflowLossCallback(), preemption]
     if abort_after_step is not None:
         callbacks.append(AbortAfterStep(abort_after_step))
+    if spec.stop_at_step is not None:
+        callbacks.append(StopAtStep(spec.stop_at_step))
     started = time.time()
     totals = RunTotals(started, last)  # the loss sum and times of the invocations before this one (none: zeros)
     callbacks.append(totals)
@@ -596,10 +663,14 @@ def train(
                 config["dtype"] = "bfloat16"
                 config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
             tokenizer.save_pretrained(tmp)
+            if spec.stop_at_step is not None:  # the chain's next entry goes on from this checkpoint (resume_from)
+                os.replace(work_dir / f"checkpoint-{trainer.state.global_step}", tmp / TRAINER_CHECKPOINT)
             run_config = {
                 "spec": spec.to_dict(),
                 "init": init,
                 "data_dir": str(data_dir),
+                "mask_token": mask_token,
+                "resumed_from_model": resume_from,
                 "experiment": experiment,
                 "spec_hash": config_hash(spec.to_dict()),
                 "mlflow_run_id": mlflow.active_run().info.run_id,
