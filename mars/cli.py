@@ -86,6 +86,14 @@ def _train(args) -> None:
     print(json.dumps(metrics, indent=2, default=str))
 
 
+def _distill(args) -> None:
+    from mars.pipeline.experiments import parse_job
+    from mars.training.distill import distill
+
+    job = parse_job(args.job, ("split", "batch_size", "max_new_tokens", "threads")) if args.job else {}
+    print(json.dumps(distill(args.model, args.data, args.output, **job), indent=2))
+
+
 def _generate(args) -> None:
     from mars.decoding.generation import (
         check_decoding_args,
@@ -282,6 +290,7 @@ FIGURES = {
     "wallclock": "mars.report.fig_wallclock",
     "scaling": "mars.report.fig_scaling",  # (the scaling study: scaling.csv)
     "heldout": "mars.report.fig_scaling",  # (the scaling study: scaling.csv and the results folder)
+    "curve": "mars.report.fig_curve",  # (the learning curve: curve.csv)
 }
 
 
@@ -324,7 +333,7 @@ def _report(args) -> None:
     import importlib
 
     module = importlib.import_module(FIGURES[name])
-    needed = {"fig1": 2, "fig3": 2, "wallclock": 1, "scaling": 1, "heldout": 2}.get(name)
+    needed = {"fig1": 2, "fig3": 2, "wallclock": 1, "scaling": 1, "heldout": 2, "curve": 1}.get(name)
     if needed and len(args.inputs) != needed:
         raise ConfigError(f"figure {name} takes {needed} --inputs, got {len(args.inputs)}")
     missing = [p for p in args.inputs if not Path(p).exists()]
@@ -367,6 +376,15 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--results-dir", help="folder of the MLflow store (default: the schema's results_dir)")
     train.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="extra MLflow tag")
     train.set_defaults(run=_train)
+
+    distill = commands.add_parser(
+        "distill", help="self-distilled targets: each record's answer replaced by a model's own greedy answer"
+    )
+    distill.add_argument("--model", required=True, help="the model that answers (an entry's init)")
+    distill.add_argument("--data", required=True, help="folder with <split>.jsonl (and heldout.jsonl, copied)")
+    distill.add_argument("--output", required=True, help="data folder to create")
+    distill.add_argument("--job", help="JSON: split, batch_size, max_new_tokens, threads (the workflow's)")
+    distill.set_defaults(run=_distill)
 
     ev = schema_defaults("eval")  # decoding defaults: the config schema's, one place
     gen = commands.add_parser("generate", help="decode prompts with AR, MARS, Jacobi or block-diffusion decoding")

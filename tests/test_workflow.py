@@ -442,3 +442,65 @@ def test_the_7b_mirror_overlay_starts_the_draft_from_the_05b_stand_in(tmp_path):
     assert f"--init {(models / 'Qwen2.5-7B-Instruct').resolve()} " in next(
         line for line in trains if "models/ar_sft_5ep " in line
     )
+
+
+def test_the_learning_curve_schedules_its_chain_the_distillation_and_its_evaluations_only():
+    """`snakemake curve` on the SmolLM2 curve overlay (docs/smollm2_curve.md): the chain x1 -> x2 -> x4 -> x8, the AR
+    continuation and the self-distilled arm (after its distillation of AR SFT's answers), each MARS model at tau 1.0
+    and 0.95 and decoded losslessly; nothing of the base config's own tables."""
+    configs = (str(ROOT / "configs" / "smollm2-135m.yaml"), str(ROOT / "configs" / "smollm2-curve.yaml"))
+    code, out, jobs = dry_run("curve", "--configfile", *configs)
+    assert code == 0, out
+    assert jobs["train"] == 7 and jobs["distill"] == 1  # AR SFT + the 6 entries of the overlay
+    assert jobs["evaluate"] == 2 + 5 * 2 and jobs["evaluate_sweep"] == 5
+    assert jobs["curve_table"] == 1 and jobs["figure_curve"] == 1
+    assert "bench" not in jobs and "table" not in jobs and "speculate" not in jobs
+    stdout = printed_commands(*map(Path, configs))
+    trains = {
+        re.search(r"--output (\S+)", line).group(1).split("/")[-1]: line
+        for line in stdout.splitlines()
+        if " train --job " in line
+    }
+    # the chain's entries read their parent (beside their own output), the distilled arm its own data folder
+    assert '"resume_from":"mars_x1"' in trains["mars_x2"] and '"stop_at_step":400' in trains["mars_x2"]
+    assert '"resume_from"' not in trains["mars_x1"] and '"stop_at_step"' not in trains["ar_sft"]
+    assert re.search(r"--data \S*distilled/ar_sft/train_x8 ", trains["mars_self_x2"])
+    assert re.search(r"--data \S*world/data ", trains["mars_x2"])
+    assert re.search(r"mars distill --job '[^']*\"split\":\"train_x8\"[^']*' --model \S*models/ar_sft ", stdout)
+
+
+@pytest.mark.parametrize(
+    "models,curve,message",
+    [
+        (
+            {"b": {"method": "mars", "init": "ar_sft_5ep", "block_size": 4, "w_ar": 1.0, "resume_from": "mars_b4"}},
+            None,
+            "'mars_b4' has no stop_at_step",
+        ),
+        (
+            {
+                "a": {"method": "mars", "init": "ar_sft_5ep", "block_size": 4, "w_ar": 1.0, "stop_at_step": 2},
+                "b": {"method": "mars", "init": "base", "block_size": 4, "w_ar": 1.0, "resume_from": "a"},
+            },
+            None,
+            "'a' has another init",
+        ),
+        (
+            {"s": {"method": "mars", "init": "world", "block_size": 4, "w_ar": 1.0, "targets": "self_greedy"}},
+            None,
+            "needs an init model that answers",
+        ),
+        ({}, {"models": ["ar_sft_5ep"], "start": "ar_sft_5ep"}, "'curve.models[0]': 'ar_sft_5ep' is a 'ar' model"),
+        (
+            {},
+            {"models": ["mars_b4"], "start": "ar_sft_5ep", "self_distilled": ["mars_b8"]},
+            "does not train on targets",
+        ),
+    ],
+)
+def test_bad_chains_and_curves_are_one_line_naming_the_key(tmp_path, models, curve, message):
+    path = bad_config(tmp_path, lambda c: (c["models"].update(models), c.update(curve=curve) if curve else None))
+    code, out, jobs = dry_run("--configfile", str(path))
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert code != 0 and len(lines) == 1 and message in lines[0], out[-2000:]
+    assert not jobs

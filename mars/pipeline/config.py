@@ -429,6 +429,45 @@ def check_model_references(config: dict) -> None:
                 f"config key 'report.rows.{role}': {name!r} is a {models[name]['method']!r} model, not {method!r}"
             )
     check_speculative_models(config)
+    check_chains_and_curve(config)
+
+
+def check_chains_and_curve(config: dict) -> None:
+    """A ``resume_from`` entry goes on from an entry with ``stop_at_step`` of the same method, start and data (the
+    rest ``mars train`` checks against the checkpoint); a ``targets: self_greedy`` entry is a fine-tuning (it needs
+    an init model to answer); the ``curve`` section names entries of the right kinds. One error line each."""
+    models = config["models"]
+    for name, entry in models.items():
+        parent = entry.get("resume_from")
+        if parent is not None:
+            if parent not in models:
+                raise ConfigError(f"config key 'models.{name}.resume_from': {parent!r} is not a model entry")
+            if models[parent].get("stop_at_step") is None:
+                raise ConfigError(f"config key 'models.{name}.resume_from': {parent!r} has no stop_at_step")
+            for key in ("method", "init", "split", "targets"):
+                if models[parent].get(key) != entry.get(key):
+                    raise ConfigError(
+                        f"config key 'models.{name}.resume_from': {parent!r} has another {key} "
+                        f"({models[parent].get(key)!r}, not {entry.get(key)!r})"
+                    )
+        if entry.get("targets", "gold") != "gold" and (entry["init"] == "world" or entry["method"] == "lm"):
+            raise ConfigError(f"config key 'models.{name}.targets': self_greedy needs an init model that answers")
+    curve = config.get("curve")
+    if not curve:
+        return
+    named = {"curve.start": curve["start"], "curve.ar_continuation": curve.get("ar_continuation")}
+    named.update({f"curve.models[{i}]": m for i, m in enumerate(curve["models"])})
+    named.update({f"curve.self_distilled[{i}]": m for i, m in enumerate(curve.get("self_distilled", []))})
+    for key, name in named.items():
+        if name is None:
+            continue
+        if name not in models:
+            raise ConfigError(f"config key {key!r}: {name!r} is not a model entry")
+        want = "ar" if key in ("curve.start", "curve.ar_continuation") else "mars"
+        if models[name]["method"] != want:
+            raise ConfigError(f"config key {key!r}: {name!r} is a {models[name]['method']!r} model, not {want!r}")
+        if key.startswith("curve.self_distilled") and models[name].get("targets") != "self_greedy":
+            raise ConfigError(f"config key {key!r}: {name!r} does not train on targets: self_greedy")
 
 
 SPECULATIVE_ROLES = (("target_ar", "ar"), ("target_mars", "mars"), ("draft_ar", "ar"), ("draft_mars", "mars"))

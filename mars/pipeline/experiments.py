@@ -44,6 +44,7 @@ ACCEPTANCE_METRICS = ("probability", "entropy", "margin")
 TABLES = ("table2", "table3", "table4", "table5", "table8", "table9", "ablations", "cost")
 SPEC_TABLE = "table6"  # only with a ``speculative`` section (:func:`tables`)
 REAL_TABLE = "real_model"  # only with eval.real_tasks (:func:`tables`)
+CURVE_TABLE = "curve"  # only with a ``curve`` section, and not in the default target (`snakemake curve`)
 
 
 def decode_method(config: dict, model: str) -> str:
@@ -377,9 +378,42 @@ def table_rows(config: dict, table: str) -> list[Row]:
         return out
     if table == REAL_TABLE:
         return real_model_rows(config)
+    if table == CURVE_TABLE:
+        return curve_rows(config)
     if table in ("table5", "cost", SPEC_TABLE):
         return []
     raise ConfigError(f"unknown table {table!r}; expected one of {', '.join(TABLES + (SPEC_TABLE,))}")
+
+
+def curve_rows(config: dict) -> list[Row]:
+    """The learning curve (section ``curve``; docs/smollm2_curve.md): its start and AR continuation at tau 1.0, and
+    every curve and self-distilled MARS model at tau 1.0 (against the start), at the curve's tau (against its own
+    tau 1.0) and decoded losslessly at that tau (the sweep's tasks: GSM8K- and HumanEval-like). Row keys: ``role``
+    (start, ar_continuation, mars, self_distilled) and ``decoding`` (tau1, fast, lossless)."""
+    curve = config.get("curve")
+    if not curve:
+        raise ConfigError("the config has no 'curve' section: the learning-curve table needs one")
+    tau, metric, start = float(curve["tau"]), config["eval"]["metric"], curve["start"]
+    exact = _at(config, start, 1.0)
+    rows = [Row(f"{start} (tau=1)", exact, keys={"role": "start", "decoding": "tau1"})]
+    if curve["ar_continuation"]:
+        cont = curve["ar_continuation"]
+        rows.append(
+            Row(f"{cont} (tau=1)", _at(config, cont, 1.0), exact, {"role": "ar_continuation", "decoding": "tau1"})
+        )
+    for role, models in (("mars", curve["models"]), ("self_distilled", curve["self_distilled"])):
+        for model in models:
+            own = _at(config, model, 1.0)
+            rows += [
+                Row(f"{model} (tau=1)", own, exact, {"role": role, "decoding": "tau1"}),
+                Row(f"{model} (tau={tau:g})", _at(config, model, tau), own, {"role": role, "decoding": "fast"}),
+                Row(
+                    f"{model} lossless (tau={tau:g})",
+                    Setting(model, LOSSLESS, tau, metric, "sweep"),
+                    keys={"role": role, "decoding": "lossless"},
+                ),
+            ]
+    return rows
 
 
 def real_model_rows(config: dict) -> list[Row]:

@@ -305,6 +305,68 @@ class Tables:
             rows.append(row)
         return pd.DataFrame(rows)
 
+    def curve(self) -> pd.DataFrame:
+        """The learning curve (docs/smollm2_curve.md): one row per model, in the declared order. Its training budget
+        (optimizer steps and example passes, from metrics.json), its losses, accuracy at tau 1.0 and the change
+        from the start (± test-item paired standard error), accuracy and tokens per forward at the fast tau, and
+        the lossless decoding's tokens per forward and accuracy on the GSM8K-like family."""
+        if self.results is None:
+            raise ConfigError("the learning-curve table reads the checkpoints' metrics: give --results")
+        by_model: dict[str, dict] = {}
+        for r in self.rows:
+            by_model.setdefault(r.setting.model, {"role": r.keys["role"]})[r.keys["decoding"]] = r
+        rows = []
+        continuation = next((m for m, v in by_model.items() if v["role"] == "ar_continuation"), None)
+        for model, found in by_model.items():
+            metrics = read_json(self.results / "models" / model / "metrics.json")
+            steps = metrics.get("optimizer_steps", math.nan)
+            row = {
+                "model": model,
+                "role": found["role"],
+                "optimizer_steps": steps,
+                "example_passes": steps * metrics.get("effective_batch", math.nan),
+                "final_loss_mask": metrics.get("final_loss_mask"),
+                "final_loss_ar": metrics.get("final_loss_ar"),
+                "final_heldout_loss": metrics.get("final_heldout_loss"),
+            }
+            exact = found["tau1"]
+            scores = self.scores(exact.setting)
+            row.update({family: scores[family] for family in exact.setting.families})
+            row["avg_tau1"] = scores["avg"]
+            if exact.reference is not None:
+                start = self.scores(exact.reference)
+                row["change_vs_start"] = scores["avg"] - start["avg"]
+                row["change_vs_start_se"] = item_paired_se(self.items(exact.setting), self.items(exact.reference))
+            if found["role"] == "mars" and continuation is not None:
+                cont = by_model[continuation]["tau1"].setting
+                if read_json(self.results / "models" / continuation / "metrics.json").get("optimizer_steps") == steps:
+                    row["change_vs_ar_continuation"] = scores["avg"] - self.scores(cont)["avg"]
+                    row["change_vs_ar_continuation_se"] = item_paired_se(self.items(exact.setting), self.items(cont))
+            if "fast" in found:
+                fast = self.scores(found["fast"].setting, tpf=True)
+                row.update(
+                    tau=found["fast"].setting.tau,
+                    avg_fast=fast["avg"],
+                    change_fast_vs_tau1=fast["avg"] - scores["avg"],
+                    change_fast_vs_tau1_se=item_paired_se(self.items(found["fast"].setting), self.items(exact.setting)),
+                    tpf_fast=fast["tpf_avg"],
+                    **{f"tpf_fast_{family}": fast[f"tpf_{family}"] for family in found["fast"].setting.families},
+                )
+            if "lossless" in found:
+                lossless = self.scores(found["lossless"].setting, tpf=True)
+                row.update(lossless_gsm8k=lossless["gsm8k"], lossless_tpf_gsm8k=lossless["tpf_gsm8k"])
+            rows.append(row)
+        table = pd.DataFrame(rows)
+        # the paper's MARS B=4 at the same tau, its own model size (a line in the figure)
+        paper = self.paper("table4_summary.csv")
+        paper = (
+            paper[(paper.block_size == 4) & (paper.tau == table["tau"].dropna().iloc[0])]
+            if "tau" in table
+            else paper[:0]
+        )
+        table["paper_tpf_fast"] = float(paper.avg_tokens_per_forward.iloc[0]) if len(paper) else math.nan
+        return table
+
     def ablations(self) -> pd.DataFrame:
         """Each ablation against the model it departs from, at tau = 1.0 (and tokens per forward at the fast
         tau, for the multi-token models)."""
@@ -432,6 +494,10 @@ CAPTIONS = {
     "real_model": "A real model: the harness's own humaneval_instruct on the 164 real HumanEval problems (pass@1 %, "
     "standard error over problems, tokens per forward) and the next-token loss (nats/token) on a fixed sample of "
     "CPython's standard-library source, with paired differences from Base and AR SFT (standard errors over files).",
+    "curve": "Learning curve: MARS kept at increasing training budgets (example passes), accuracy at tau = 1.0 "
+    "(change from the start, ± test-item paired standard error), accuracy and tokens per forward at the fast tau, "
+    "and lossless decoding's tokens per forward on the GSM8K-like family; the start, the AR continuation and "
+    "self-distilled arms beside them.",
     "ablations": "Ablations against their reference models (tau = 1.0 average; tokens per forward at the fast tau).",
     "cost": "Training cost per model, measured by Snakemake (wall time, peak RSS; a resumed job's earlier invocations "
     "added as mars train recorded them), and ratios to the AR start.",

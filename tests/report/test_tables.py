@@ -401,3 +401,58 @@ def test_table2_shows_each_models_own_epochs_beside_the_papers_row_labels(cfg, t
     # a run cut by max_steps (the smoke config) has no epoch count to show
     job, results, files = outputs(cfg, tmp_path / "smoke", "table2")
     assert make_table(job, results, tmp_path / "s" / "table2.csv", inputs=files).epochs.isna().all()
+
+
+def test_curve_table_budgets_changes_and_tokens_per_forward_by_hand(tmp_path):
+    """The learning-curve table (configs/smollm2-curve.yaml over configs/smollm2-135m.yaml): one row per model, its
+    example passes from metrics.json, its tau-1.0 change from the start, its fast-tau accuracy and tokens per
+    forward, the lossless GSM8K-like numbers, and the comparison with the AR continuation at the same steps only."""
+
+    def merge(a: dict, b: dict) -> dict:
+        return {
+            **a,
+            **{k: merge(a[k], v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v for k, v in b.items()},
+        }
+
+    raw = merge(
+        *(yaml.safe_load((ROOT / "configs" / n).read_text()) for n in ("smollm2-135m.yaml", "smollm2-curve.yaml"))
+    )
+    cfg = validate(raw)
+    job, results, files = outputs(cfg, tmp_path, X.CURVE_TABLE)
+    steps = {
+        "ar_sft": 200,
+        "mars_x1": 200,
+        "mars_x2": 400,
+        "mars_x4": 800,
+        "mars_x8": 1600,
+        "ar_cont_x2": 400,
+        "mars_self_x2": 400,
+    }
+    for model, n in steps.items():
+        metrics = {"optimizer_steps": n, "effective_batch": 16, "final_loss_mask": n / 1000, "final_heldout_loss": 0.3}
+        (results / "models" / model / "metrics.json").write_text(json.dumps(metrics))
+    frame = make_table(job, results, tmp_path / "t" / "curve.csv", inputs=files)
+    assert list(frame.model) == ["ar_sft", "ar_cont_x2", "mars_x1", "mars_x2", "mars_x4", "mars_x8", "mars_self_x2"]
+    assert list(frame.role) == ["start", "ar_continuation", *["mars"] * 4, "self_distilled"]
+    assert list(frame.example_passes) == [3200, 6400, 3200, 6400, 12800, 25600, 6400]
+    row = frame.set_index("model").loc["mars_x2"]
+    families = X.FAMILIES
+
+    def avg(model, setting):
+        return sum(100 * score(model, setting, f) for f in families) / len(families)
+
+    assert row.avg_tau1 == pytest.approx(avg("mars_x2", "mars-tau1-probability"))
+    assert row.change_vs_start == pytest.approx(row.avg_tau1 - avg("ar_sft", "ar-tau1-probability"))
+    assert row.change_vs_ar_continuation == pytest.approx(row.avg_tau1 - avg("ar_cont_x2", "ar-tau1-probability"))
+    assert row.avg_fast == pytest.approx(avg("mars_x2", "mars-tau0.95-probability"))
+    assert row.tpf_fast == pytest.approx(sum(tpf("mars-tau0.95-probability", f) for f in families) / len(families))
+    assert row.lossless_tpf_gsm8k == pytest.approx(tpf("mars_lossless-tau0.95-probability", "gsm8k"))
+    assert row.lossless_gsm8k == pytest.approx(100 * score("mars_x2", "mars_lossless-tau0.95-probability", "gsm8k"))
+    assert row.final_loss_mask == pytest.approx(0.4) and row.paper_tpf_fast == pytest.approx(1.46)
+    # the continuation is compared where the steps match (x2) only
+    assert math.isnan(frame.set_index("model").loc["mars_x4"].change_vs_ar_continuation)
+    assert row.change_vs_start_se > 0
+    from mars.report.fig_curve import main as fig_curve
+
+    paths = fig_curve(str(tmp_path / "t" / "curve.csv"), str(tmp_path / "f" / "fig_curve"))
+    assert [p.suffix for p in paths] == [".png", ".pdf"] and all(p.stat().st_size > 1000 for p in paths)

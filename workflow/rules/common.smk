@@ -54,13 +54,27 @@ def init_path(name):
     return model_path(entry["init"])
 
 
+def train_data_dir(name):
+    """The data folder a training job reads: the world's, or (targets: self_greedy) its init model's own greedy
+    answers to the entry's split (rule distill)."""
+    spec = train_spec(config, name)
+    if spec.targets == "self_greedy":
+        return str(RESULTS / "distilled" / spec.init / spec.split)
+    return str(WORLD / "data")
+
+
 def init_input(wildcards):
-    """Snakemake inputs of a training job (a hub id is not a file)."""
-    inputs = {"data": str(WORLD / "data" / f"{train_spec(config, wildcards.model).split}.jsonl"), "prefetched": PREFETCHED}
+    """Snakemake inputs of a training job (a hub id is not a file): its data, its start, and the model of a chain
+    it goes on from (resume_from)."""
+    spec = train_spec(config, wildcards.model)
+    data = train_data_dir(wildcards.model)
+    inputs = {"data": data if spec.targets == "self_greedy" else f"{data}/{spec.split}.jsonl", "prefetched": PREFETCHED}
     if HELDOUT:
         inputs["heldout"] = HELDOUT
     if config["models"][wildcards.model]["init"] != "world" or TINY:
         inputs["init"] = init_path(wildcards.model)
+    if spec.resume_from:
+        inputs["resume_from"] = model_dir(spec.resume_from)
     return inputs
 
 

@@ -237,3 +237,47 @@ if config.get("study"):
         input:
             rules.scaling_table.output.csv,
             rules.figure_scaling.output.png,
+
+
+# The learning curve (config section `curve`, docs/smollm2_curve.md): `snakemake curve` (not in the default target).
+if config.get("curve"):
+
+    rule curve_table:
+        input:
+            evals=setting_files(X.table_settings(config, X.CURVE_TABLE)),
+            models=[model_dir(m) for m in X.table_models(config, X.CURVE_TABLE)],
+        output:
+            csv=report(str(TABLES / "curve.csv"), caption="../report/table.rst", category="Tables"),
+            md=str(TABLES / "curve.md"),
+            tex=str(TABLES / "curve.tex"),
+        params:
+            what="table",
+            job=X.as_param(X.table_job(config, X.CURVE_TABLE)),
+        conda:
+            "../../envs/report.yaml"
+        log:
+            str(RESULTS / "logs" / "curve.log"),
+        shell:
+            REPORT_COMMAND + " --results {RESULTS} --inputs {input.evals} --output {output.csv} > {log} 2>&1"
+
+    rule figure_curve:
+        input:
+            rules.curve_table.output.csv,
+        output:
+            png=report(str(FIGURES / "fig_curve.png"), caption="../report/table.rst", category="Figures"),
+            pdf=str(FIGURES / "fig_curve.pdf"),
+        params:
+            what="figure",
+            job=report_job(figure="curve"),
+            stem=str(FIGURES / "fig_curve"),
+        conda:
+            "../../envs/report.yaml"
+        log:
+            str(RESULTS / "logs" / "figure_curve.log"),
+        shell:
+            REPORT_COMMAND + " --inputs {input} --output {params.stem} > {log} 2>&1"
+
+    rule curve:  # `snakemake curve`: the learning-curve table and its figure
+        input:
+            rules.curve_table.output.csv,
+            rules.figure_curve.output.png,

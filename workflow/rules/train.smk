@@ -16,7 +16,7 @@ rule train:
     params:
         job=lambda wildcards: X.as_param(X.train_job(config, wildcards.model)),
         init=lambda wildcards: init_path(wildcards.model),
-        data=str(WORLD / "data"),
+        data=lambda wildcards: train_data_dir(wildcards.model),
         threads=lambda wildcards: train_spec(config, wildcards.model).threads or 1,
     wildcard_constraints:
         model="|".join(config["models"]),
@@ -36,3 +36,33 @@ rule train:
         "{OFFLINE_ENV}OMP_NUM_THREADS={params.threads} $(python -m mars.launch {resources.processes}"
         " {resources.accelerate_config}) train --job {params.job:q} --init {params.init} --data {params.data}"
         " --output {output} --results-dir {RESULTS_ROOT} --tag rule=train > {log} 2>&1"
+
+
+rule distill:
+    """Self-distilled targets (an entry's targets: self_greedy): its init model's own greedy answers to the split's
+    prompts, in place of the gold answers (mars distill; the held-out references are copied unchanged)."""
+    input:
+        model=lambda wildcards: model_path(wildcards.init),
+        data=lambda wildcards: str(WORLD / "data" / f"{wildcards.split}.jsonl"),
+    output:
+        directory(str(RESULTS / "distilled" / "{init}" / "{split}")),
+    params:
+        # the decoding budget is the evaluations' (a gold answer is far shorter); batch 32 (throughput only)
+        job=lambda wildcards: X.as_param(
+            {"split": wildcards.split, "batch_size": 32, "max_new_tokens": config["eval"]["max_gen_toks"],
+             "threads": config["training"]["threads"] or 1}
+        ),
+        data=str(WORLD / "data"),
+    wildcard_constraints:
+        init="|".join([*config["models"], "world"]),
+        split=r"train(_x\d+)?",
+    threads: config["training"]["threads"] or 1
+    conda:
+        "../../envs/train.yaml"
+    log:
+        str(RESULTS / "logs" / "distill_{init}_{split}.log"),
+    benchmark:
+        str(BENCHMARKS / "distill" / "{init}_{split}.tsv")
+    shell:
+        "{OFFLINE_ENV}OMP_NUM_THREADS={threads} mars distill --job {params.job:q} --model {input.model}"
+        " --data {params.data} --output {output} > {log} 2>&1"
