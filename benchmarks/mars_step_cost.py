@@ -67,6 +67,39 @@ def run_step(trainer, micro_batches: list[dict], count, layout: str) -> tuple[fl
     return seconds, loss, [p.grad for p in trainer.model.parameters() if p.grad is not None]
 
 
+def matmul_floor(trainer, micro_batches: list[dict], reps: int) -> float:
+    """Seconds of the plain matrix products of one packed step's linear layers, the same shapes (per micro-batch:
+    [tokens, in] x [in, out] forward, and the backward's input and weight gradients; the output layer over the
+    targets only): what the step would cost if it were nothing but its products (median of ``reps``)."""
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    head = model.get_output_embeddings()
+    shapes = []
+    for inputs in micro_batches:
+        batch = build_dual_stream(
+            inputs["input_ids"],
+            inputs["attention_mask"],
+            inputs["labels"],
+            mask_token_id=trainer.mask_token_id,
+            block_size=trainer.block_size,
+            variant=trainer.variant,
+        )
+        packed = pack_dual_stream(batch, block_size=trainer.block_size, variant=trainer.variant)
+        rows, targets = packed.input_ids.shape[1], int((packed.targets != -100).sum())
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear):
+                m = targets if module is head else rows
+                shapes += [(m, module.in_features, module.out_features), (m, module.out_features, module.in_features)]
+                shapes.append((module.out_features, m, module.in_features))  # the weight gradient
+    operands = [(torch.randn(m, k), torch.randn(k, n)) for m, k, n in shapes]
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        for a, b in operands:
+            torch.mm(a, b)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True)
@@ -77,6 +110,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3, help="timed repetitions of each step per layout")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--floor", action="store_true", help="also time the plain matrix products of the same shapes")
     parser.add_argument("--json", type=Path, help="write the numbers here too")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -131,6 +165,13 @@ def main() -> None:
     fed = rows["padded"]["tokens_fed"] / rows["packed"]["tokens_fed"]
     print(f"packed / padded: {speedup:.3f}x examples per second ({fed:.3f}x fewer tokens fed)")
     print(f"largest relative difference: loss {worst_loss:.2e}, gradient (norm of the difference) {worst_grad:.2e}")
+    if args.floor:
+        floor = statistics.mean(matmul_floor(trainer, micro, args.reps) for micro, _ in steps)
+        packed = rows["packed"]["seconds_per_step"] - optimizer_seconds
+        print(
+            f"plain matrix products of the packed step's shapes: {floor:.2f} s"
+            f" = {floor / packed:.2f} of its forward + backward"
+        )
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
