@@ -33,3 +33,8 @@ def test_readme_block_trains_and_decodes_several_tokens_per_forward(trained_tiny
 
     config = AutoConfig.from_pretrained(tmp_path / "mars-out")
     assert config.mars["block_size"] == 4 and config.mask_token_id is not None
+    # the final model alone (no checkpoint-N/ with optimizer state beside it), with a card naming its real start
+    saved = sorted(p.name for p in (tmp_path / "mars-out").iterdir())
+    assert not [name for name in saved if name.startswith("checkpoint-")], saved
+    card = (tmp_path / "mars-out" / "README.md").read_text()
+    assert f"A fine-tuned version of `{trained_tiny['ar']}`" in card and "block size B = 4" in card

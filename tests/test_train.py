@@ -263,6 +263,75 @@ def test_the_training_slice_has_the_heldout_sets_mixture():
     assert [r["id"] for r in training_slice(plain, [{}, {}, {}, {}])] == [0, 2, 5, 7]
 
 
+def test_mars_config_sets_nothing_the_user_did_not_and_warns_of_nothing(tmp_path):
+    """No FutureWarning about gradient_checkpointing the user never set (TRL's config sets transformers' deprecated
+    alias), activation checkpointing off, and no intermediate checkpoints unless asked for."""
+    import warnings
+
+    from mars import MARSConfig
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        args = MARSConfig(str(tmp_path / "out"), report_to="none")
+    assert [str(w.message) for w in caught if "checkpointing" in str(w.message)] == []
+    assert args.activation_checkpointing is False and args.gradient_checkpointing is False
+    assert args.save_strategy == "no"
+    for name in ("activation_checkpointing", "gradient_checkpointing"):  # either name still turns it on
+        assert MARSConfig(str(tmp_path / "out"), report_to="none", **{name: True}).activation_checkpointing is True
+    assert MARSConfig(str(tmp_path / "out"), report_to="none", save_strategy="steps").save_strategy == "steps"
+
+
+CHAT = [{"role": "user", "content": "What is 2 plus 3?"}, {"role": "assistant", "content": "2 + 3 = 5. #### 5"}]
+
+
+@pytest.mark.parametrize(
+    "rows,message",
+    [
+        ([{"question": "q", "answer": "a"}] * 4, "train_dataset has the columns ['question', 'answer']; MARSTrainer"),
+        (
+            [{"messages": CHAT}, {"messages": CHAT[:1]}, {"messages": CHAT}, {"messages": CHAT[:1]}],
+            "2 of 4 examples of train_dataset have no assistant turn to train on, the first: example 1",
+        ),
+    ],
+    ids=["no known columns", "no assistant turn"],
+)
+def test_a_dataset_mars_cannot_train_on_is_one_exception_before_any_work(small_init, tmp_path, rows, message):
+    from datasets import Dataset
+
+    from mars import MARSConfig, MARSTrainer
+
+    out = tmp_path / "out"
+    with pytest.raises(ValueError) as raised:
+        MARSTrainer(model=str(small_init / "init"), args=MARSConfig(str(out)), train_dataset=Dataset.from_list(rows))
+    assert str(raised.value).startswith(message), raised.value
+    assert not out.exists()  # no empty output folder left behind
+
+
+def test_save_model_leaves_the_model_and_a_card_naming_its_start_and_decoding(small_init, tmp_path, monkeypatch):
+    """After train() and save_model(), as the README does: the final model and nothing beside it (no checkpoint-N/
+    with optimizer state), and a model card that names the real start and how to decode the model."""
+    from datasets import Dataset
+
+    from mars import MARSConfig, MARSTrainer
+
+    monkeypatch.chdir(tmp_path)
+    args = MARSConfig("mars-out", block_size=4, max_steps=2, per_device_train_batch_size=4, report_to="none")
+    start = str(small_init / "init")
+    trainer = MARSTrainer(model=start, args=args, train_dataset=Dataset.from_list([{"messages": CHAT}] * 8))
+    trainer.train()
+    trainer.save_model()
+    saved = sorted(p.name for p in (tmp_path / "mars-out").iterdir())
+    assert not [name for name in saved if name.startswith("checkpoint-")], saved
+    assert {"model.safetensors", "config.json", "README.md"} <= set(saved)
+    card = (tmp_path / "mars-out" / "README.md").read_text()
+    assert "[None]" not in card and f"A fine-tuned version of `{start}` (a local checkpoint)" in card
+    mask = trainer.processing_class.mask_token
+    assert f"block size B = 4: each forward appends\n  B - 1 = 3 copies of the mask token `{mask}`" in card
+    assert "2 optimizer steps" in card
+    trainer.save_model("elsewhere")  # a save to another folder carries its card too
+    assert (tmp_path / "elsewhere" / "README.md").read_text() == card.replace("# mars-out", "# elsewhere")
+
+
 def test_a_chain_of_stopped_entries_trains_the_uninterrupted_runs_weights(small_init, tmp_path):
     """A learning curve's chain (configs/smollm2-curve.yaml): stop_at_step keeps the Trainer checkpoint in the model
     folder; resume_from goes on from it, to the bit the weights of one uninterrupted run (16 steps: stops at 5, 11)."""

@@ -12,6 +12,7 @@ batches feed AR SFT and every MARS variant.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch.utils.data import Sampler
@@ -35,9 +36,13 @@ LAYOUTS = ("packed", "padded", "dense")
 @dataclass
 class MARSConfig(SFTConfig):
     """TRL's ``SFTConfig`` plus the MARS fields (docs/method.md). The defaults are the pipeline's: MARS B=4 with
-    L_AR at weight 1, this project's recipe (token normalisation, no EOS padding, every assistant turn), no gradient
+    L_AR at weight 1, this project's recipe (token normalisation, no EOS padding, every assistant turn), no activation
     checkpointing, no packing. The authors' recipe: ``loss_normalization="sequence", pad_to_block="eos",
     loss_turns="last"`` (and ``mask_loss_weighting="inverse_t"`` for their no-L_AR ablation).
+
+    No intermediate checkpoints (``save_strategy="no"``): ``trainer.save_model()`` writes the final model, and
+    nothing else lands beside it. A long run that should survive a stop asks for them (``save_strategy="steps",
+    save_steps=...``) and resumes with ``trainer.train(resume_from_checkpoint=True)``.
 
     ``mask_token`` names an EXISTING token used as [MASK] when the tokenizer has none (no new parameters), e.g.
     Qwen2.5's ``"<|fim_pad|>"``.
@@ -55,8 +60,13 @@ class MARSConfig(SFTConfig):
         default="packed",
         metadata={"help": "packed (no padding; the default) | padded (the reference) | dense (untrimmed 2L x 2L)"},
     )
-    gradient_checkpointing: bool = False
+    # unset, so off (TRL's config sets transformers' deprecated alias to True, and any value of it warns); set either
+    # activation_checkpointing or gradient_checkpointing to turn it on
+    gradient_checkpointing: bool | None = None
     packing: bool = False
+    save_strategy: str = field(
+        default="no", metadata={"help": "no (default): only save_model() writes; steps | epoch: checkpoints"}
+    )
 
     def __post_init__(self):
         if self.bf16 is None:  # TRL's default is bf16 everywhere, which a machine without a GPU refuses
@@ -132,19 +142,45 @@ def _tokenizer_of(model, processing_class):
     return AutoTokenizer.from_pretrained(model if isinstance(model, str) else model.config._name_or_path)
 
 
+def _check_columns(dataset, args: SFTConfig, name: str, formatting: bool) -> None:
+    """A data set in a format TRL trains on (``messages`` or ``conversations``, ``prompt`` and ``completion``, the
+    text field, or tokenized ``input_ids``); else one ValueError naming its columns, before any work (TRL would fail
+    deep inside, with ``KeyError: 'text'``)."""
+    columns = getattr(dataset, "column_names", None)
+    if not isinstance(columns, list) or formatting or (args.dataset_kwargs or {}).get("skip_prepare_dataset"):
+        return  # (an iterable data set may not know its columns; a formatting function makes the text itself)
+    text = args.dataset_text_field
+    if {"messages", "conversations", "input_ids", text} & set(columns) or {"prompt", "completion"} <= set(columns):
+        return
+    raise ValueError(
+        f"{name} has the columns {columns}; MARSTrainer trains on 'messages' (chat), 'prompt' and 'completion', "
+        f"{text!r} (plain text) or tokenized 'input_ids'"
+    )
+
+
 def _assistant_only(dataset, tokenizer, turns: str):
     """A ``messages`` data set as (input_ids, labels) with loss on the assistant turns only (``turns``: all or the
     last), as the pipeline trains (mars.training.train.tokenize_conversation); any other data set unchanged (TRL's
-    prompt-completion format already trains the completion only)."""
+    prompt-completion format already trains the completion only). An example with no assistant turn to train on is
+    one ValueError, before any work (TRL would drop it silently, and with none left fail with "num_samples=0")."""
     if dataset is None or "messages" not in dataset.column_names or "input_ids" in dataset.column_names:
         return dataset
+    from mars.training.objective import IGNORE
     from mars.training.train import tokenize_conversation
 
     def tokenize(example):
         ids, labels = tokenize_conversation(tokenizer, example["messages"], turns=turns)
-        return {"input_ids": ids, "labels": labels}
+        return {"input_ids": ids, "labels": labels, "trained": any(label != IGNORE for label in labels)}
 
-    return dataset.map(tokenize, remove_columns=dataset.column_names)
+    dataset = dataset.map(tokenize, remove_columns=dataset.column_names)
+    untrained = [i for i, trained in enumerate(dataset["trained"]) if not trained]
+    if untrained:
+        where = " (with loss_turns='last' the last message must be the assistant's)" if turns == "last" else ""
+        raise ValueError(
+            f"{len(untrained)} of {len(dataset)} examples of train_dataset have no assistant turn to train on{where}, "
+            f"the first: example {untrained[0]}; MARSTrainer trains the assistant's tokens only"
+        )
+    return dataset.remove_columns("trained")
 
 
 class MARSTrainer(ARTrainer):
@@ -177,6 +213,11 @@ class MARSTrainer(ARTrainer):
         args = args if args is not None else MARSConfig("mars_output")
         if not isinstance(args, MARSConfig):
             raise TypeError(f"MARSTrainer needs a MARSConfig, got {type(args).__name__}")
+        datasets = {"train_dataset": train_dataset, "eval_dataset": eval_dataset}
+        if isinstance(eval_dataset, dict):  # (evaluation sets by name)
+            datasets.update({f"eval_dataset[{k!r}]": d for k, d in datasets.pop("eval_dataset").items()})
+        for name, dataset in datasets.items():  # a data set in no format TRL knows: one line, before any work
+            _check_columns(dataset, args, name, kwargs.get("formatting_func") is not None)
         tokenizer = _tokenizer_of(model, processing_class)
         if mask_token_id is None and args.mask_token is not None:
             if args.mask_token not in tokenizer.get_vocab():
@@ -217,6 +258,78 @@ class MARSTrainer(ARTrainer):
             "variant": self.variant,
             "mask_token": tokenizer.convert_ids_to_tokens(mask_token_id),
         }
+        self.start_model = model if isinstance(model, str) else getattr(config, "_name_or_path", None) or None
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
+        """The Trainer's save, with this model's card (README.md) beside it."""
+        super().save_model(output_dir, _internal_call)
+        if not _internal_call:
+            self.create_model_card()
+            if output_dir is not None and Path(output_dir) != Path(self.args.output_dir):
+                self.write_model_card(Path(output_dir))
+
+    def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None, tags=None) -> None:
+        """The card in ``args.output_dir`` (TRL writes it with every checkpoint): :meth:`write_model_card`."""
+        self.write_model_card(Path(self.args.output_dir), model_name)
+
+    def write_model_card(self, folder: Path, model_name: str | None = None) -> None:
+        """A model card that names the real start (TRL's names only a hub id: "a fine-tuned version of [None]" for
+        a local folder) and how the model decodes (block size, mask token, tau), which its config.json records."""
+        if not self.is_world_process_zero():
+            return
+        from importlib.metadata import version
+
+        import yaml
+
+        start, decoding = self.start_model, self.accelerator.unwrap_model(self.model).config.mars
+        hub = bool(start) and not Path(start).exists() and start.count("/") == 1
+        meta = {"library_name": "transformers", "pipeline_tag": "text-generation", "tags": ["mars", "trl", "sft"]}
+        if hub:
+            meta["base_model"] = start
+        origin = f"[{start}](https://huggingface.co/{start})" if hub else f"`{start}` (a local checkpoint)"
+        block, mask = decoding["block_size"], f"`{decoding['mask_token']}` (id {self.mask_token_id})"
+        if decoding["method"] == "block_diffusion":
+            how = f"""- method `block_diffusion`, block size B = {block}: each block of B positions starts as the mask
+  token {mask} and is unmasked most confident first, every prediction whose confidence is at least tau in one
+  forward (at least one per forward)"""
+            call = ', method="block_diffusion"'
+        else:
+            how = f"""- method `mars`, variant `{decoding["variant"]}`, block size B = {block}: each forward appends
+  B - 1 = {block - 1} copies of the mask token {mask} to the prefix; their predictions are accepted from the left
+  while their confidence is at least tau; tau = 1.0 appends no mask and is plain greedy autoregressive decoding of
+  the same weights"""
+            call = ""
+        card = f"""---
+{yaml.safe_dump(meta, sort_keys=False).strip()}
+---
+
+# {model_name or folder.name}
+
+A fine-tuned version of {origin if start else "a model given as an object"}, trained with MARS (Mask AutoRegression,
+[arXiv 2604.07023](https://arxiv.org/abs/2604.07023)) by `mars.MARSTrainer` (TRL's `SFTTrainer` with the
+dual-stream loss L = L_mask + w_AR * L_AR): it emits several tokens per forward pass with no new parameters.
+
+## Decoding
+
+{how}
+- `config.json` records the block size and the mask token (`mars`, `mask_token_id`), where the decoder reads them:
+
+```python
+from mars import generate
+
+for out in generate(model, tokenizer, ["Your question"], tau=0.9{call}):
+    print(out.text, out.tokens_per_forward)
+```
+
+## Training
+
+w_AR {self.w_ar}, loss normalisation `{self.loss_normalization}`, EOS padding `{self.pad_to_block}`, mask loss
+weighting `{self.mask_loss_weighting}`; {self.state.global_step} optimizer steps.
+
+Framework versions: TRL {version("trl")}, Transformers {version("transformers")}, PyTorch {version("torch")}.
+"""
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "README.md").write_text(card)
 
     def get_batch_samples(self, epoch_iterator, num_batches, device):
         """The micro-batches of one optimizer step. With EOS padding they are padded here, before the Trainer counts
