@@ -96,11 +96,15 @@ def _distill(args) -> None:
 
 def _generate(args) -> None:
     from mars.decoding.generation import (
+        check_budget,
         check_decoding_args,
         checkpoint_folder,
         decoding_window,
+        encode_prompts,
         generate_text,
         load_model,
+        load_tokenizer,
+        max_positions,
         render_chunks,
         to_json,
     )
@@ -118,6 +122,9 @@ def _generate(args) -> None:
     check_decoding_args(args.method, args.cache, args.metric, args.tau, block_size, args.cache_block_size)
     if args.max_new_tokens < 1:
         raise ConfigError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+    # every prompt with its budget fits in the model's positions: checked before the weights load
+    ids = encode_prompts(load_tokenizer(args.model), prompts)
+    check_budget(ids, args.max_new_tokens, max_positions(args.model), args.method, block_size)
     model, tokenizer = load_model(args.model)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -2,6 +2,7 @@
 no traceback, nothing left behind. (Ctrl-C during training: tests/test_preemption.py; each command's own checks:
 tests/test_cli_train.py, tests/test_evaluate.py, tests/test_generation.py.)"""
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -190,3 +191,57 @@ def test_prefetch_of_a_config_without_an_offline_section_says_so(dry_run, tmp_pa
     err = error_lines(capsys)
     assert len(err) == 1 and "has no offline.cache_dir" in err[0] and f"cache_dir: {cache}" in err[0], err
     assert not cache.exists()
+
+
+def test_a_window_of_one_below_tau_one_is_refused_and_at_tau_one_decodes(small_init, tmp_path, capsys):
+    """--block-size 1 appends no mask: below tau 1 it would decode one token per forward whatever tau (training
+    refuses B = 1), so generate and eval refuse it; at tau 1.0 no mask is appended whatever the window."""
+    model = str(small_init / "init")
+    argv = ["generate", "--model", model, "--prompt", "hi", "--max-new-tokens", "3", "--block-size", "1"]
+    assert main([*argv, "--tau", "0.9"]) == 2
+    assert error_lines(capsys) == [
+        "error: --block-size 1 leaves method mars no mask to fill: it would decode one token per forward whatever tau "
+        "(training refuses block size 1); give --block-size >= 2, or tau 1.0"
+    ]
+    out = tmp_path / "eval.json"
+    argv_eval = ["eval", "--model", model, "--tasks", "tiny_gsm8k", "--data", str(tmp_path), "--output", str(out)]
+    assert main([*argv_eval, "--block-size", "1", "--tau", "0.5"]) == 2
+    err = error_lines(capsys)
+    assert len(err) == 1 and "--block-size 1 leaves method mars no mask to fill" in err[0], err
+    assert not out.exists()
+    assert main([*argv, "--tau", "1.0", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 1 and rows[0]["chunks"] == [1] * len(rows[0]["token_ids"])
+
+
+def test_a_window_or_a_budget_past_the_models_positions_is_one_line(small_init, tmp_path, capsys):
+    """A checkpoint whose config.json claims a window of 4096 on a model of 1024 positions, an explicit window past
+    them, and a prompt plus --max-new-tokens past them: one line each, no decoding."""
+    from transformers import AutoTokenizer
+
+    model = tmp_path / "long_window"
+    shutil.copytree(small_init / "init", model)
+    config = json.loads((model / "config.json").read_text())
+    assert config["max_position_embeddings"] == 1024  # the premise
+    config["mars"] = {"method": "mars", "block_size": 4096, "variant": "mars", "mask_token": "<|mask|>"}
+    (model / "config.json").write_text(json.dumps(config))
+    argv = ["generate", "--model", str(model), "--prompt", "hi"]
+    assert main([*argv, "--tau", "0.9"]) == 2
+    assert error_lines(capsys) == [
+        f"error: {model / 'config.json'}: mars.block_size 4096 exceeds the model's 1024 positions "
+        "(max_position_embeddings)"
+    ]
+    init = str(small_init / "init")
+    assert main(["generate", "--model", init, "--prompt", "hi", "--block-size", "2000", "--tau", "0.9"]) == 2
+    assert error_lines(capsys) == [
+        "error: --block-size 2000 exceeds the model's 1024 positions (max_position_embeddings)"
+    ]
+    tokenizer = AutoTokenizer.from_pretrained(init)
+    chat = [{"role": "user", "content": "hi"}]
+    n = len(tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=True, return_dict=False))
+    assert main(["generate", "--model", init, "--prompt", "hi", "--max-new-tokens", "2000"]) == 2
+    assert error_lines(capsys) == [
+        f"error: prompt 0 ({n} tokens) plus max_new_tokens 2000 exceeds the model's 1024 positions "
+        "(max_position_embeddings)"
+    ]
+    assert main(["generate", "--model", init, "--prompt", "hi", "--max-new-tokens", str(1024 - n), "--json"]) == 0

@@ -41,7 +41,7 @@ def test_text_generation_matches_hf_greedy_and_chunks_cover_the_text(trained_tin
         model, tokenizer, prompts, batch_size=4, method="mars", block_size=4, tau=0.3, max_new_tokens=40
     )
     for out in fast:
-        assert "".join(out.chunk_texts) == tokenizer.decode(out.token_ids)
+        assert "".join(out.chunk_texts) == tokenizer.decode(out.token_ids, skip_special_tokens=True)
         # the generated text may itself contain brackets: compare against the chunks, not a bracket count
         assert render_chunks(out) == "".join(f"[{piece}]" for piece in out.chunk_texts)
         assert len(out.chunk_texts) == len(out.chunks) == out.forwards
@@ -334,3 +334,34 @@ def test_a_mars_checkpoint_says_how_to_decode_it_in_its_own_config(trained_tiny,
     assert config.mars == {"method": "mars", "block_size": 4, "variant": "mars", "mask_token": tokenizer.mask_token}
     assert trained_block_size(copy) == 4
     assert trained_block_size(trained_tiny["ar"]) is None  # an AR checkpoint has no window
+
+
+def test_show_chunks_shows_no_end_of_turn_token(trained_tiny, capsys):
+    """The chunks are pieces of the text: the end-of-turn token the model stopped at is in no chunk."""
+    model, tokenizer = load_model(trained_tiny["mars"])
+    out = generate_text(model, tokenizer, ["What is 2 plus 3?"], method="mars", block_size=4, tau=0.3)[0]
+    assert out.token_ids[-1] == tokenizer.eos_token_id  # the premise: it stopped at the end of its turn
+    assert "".join(out.chunk_texts) == out.text == tokenizer.decode(out.token_ids, skip_special_tokens=True)
+    argv = ["generate", "--model", str(trained_tiny["mars"]), "--prompt", "What is 2 plus 3?", "--tau", "0.3"]
+    assert main([*argv, "--show-chunks"]) == 0
+    printed = capsys.readouterr().out
+    assert tokenizer.eos_token not in printed and render_chunks(out) in printed
+
+
+def test_the_library_takes_a_string_as_one_prompt_and_refuses_what_the_command_refuses(small_init):
+    from mars import generate
+
+    model, tokenizer = load_model(small_init / "init")
+    one = generate(model, tokenizer, "hi", max_new_tokens=3)
+    assert [o.prompt for o in one] == ["hi"]
+    assert one[0].token_ids == generate(model, tokenizer, ["hi"], max_new_tokens=3)[0].token_ids
+    with pytest.raises(ValueError, match=r"^max_new_tokens must be an integer >= 1, got 0$"):  # as the command
+        generate(model, tokenizer, ["hi"], max_new_tokens=0)
+    with pytest.raises(ValueError, match=r"^block_size 1 leaves method mars no mask to fill"):
+        generate(model, tokenizer, ["hi"], block_size=1, tau=0.9)
+    assert len(generate(model, tokenizer, ["hi"], block_size=1, tau=1.0, max_new_tokens=2)) == 1
+    with pytest.raises(ValueError, match=r"plus max_new_tokens 2000 exceeds the model's 1024 positions"):
+        generate(model, tokenizer, ["hi"], max_new_tokens=2000)
+    model.config.mars = {"method": "mars", "block_size": 4096}
+    with pytest.raises(ValueError, match=r"block size \(config.mars\) 4096 exceeds the model's 1024 positions"):
+        generate(model, tokenizer, ["hi"], tau=0.9)

@@ -5,6 +5,7 @@ Used by ``mars generate``, the wall-clock benchmark and Figure 1.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -75,17 +76,28 @@ def load_model(
 ):
     """Model and tokenizer of a checkpoint folder, in ``dtype`` (see :func:`resolve_dtype`) on ``device`` (None:
     CUDA when available)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     path = checkpoint_folder(path)
     device = resolve_device(device)
     dtype = resolve_dtype(dtype, device)
+    tokenizer = load_tokenizer(path)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn).eval()
     except _load_errors() as exc:
         raise ConfigError(checkpoint_error(path, exc)) from None
     return model.to(device), tokenizer
+
+
+def load_tokenizer(path: str | Path):
+    """The tokenizer of a checkpoint folder (ConfigError, one line, when it cannot be loaded)."""
+    from transformers import AutoTokenizer
+
+    path = checkpoint_folder(path)
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except _load_errors() as exc:
+        raise ConfigError(checkpoint_error(path, exc)) from None
 
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -117,6 +129,37 @@ def checkpoint_error(path, exc: BaseException) -> str:
     return f"cannot load checkpoint {path}: {type(exc).__name__}: {text}"
 
 
+def max_positions(path: str | Path) -> int | None:
+    """The positions a checkpoint's model has (its config.json's ``max_position_embeddings``); None where it names
+    none."""
+    config_file = Path(path) / "config.json"
+    try:
+        positions = json.loads(config_file.read_text()).get("max_position_embeddings")
+    except (OSError, ValueError):
+        return None
+    return int(positions) if positions else None
+
+
+def check_fits(what: str, size: int, positions: int | None) -> None:
+    """ConfigError when ``size`` positions (a window, a prompt and its budget) exceed the model's ``positions``."""
+    if positions and size > positions:
+        raise ConfigError(f"{what} exceeds the model's {positions} positions (max_position_embeddings)")
+
+
+WINDOWED = ("mars", "mars_lossless", "block_diffusion")
+
+
+def check_window(method: str, block_size: int, tau: float, name: str = "block_size") -> None:
+    """A windowed decode below tau 1 needs a window of at least 2: with block size 1 there is no mask to fill, so it
+    would decode one token per forward whatever tau says (training refuses block size 1 alike). At tau 1.0 no mask
+    is appended whatever the window, so any block size is plain greedy AR there."""
+    if method in WINDOWED and block_size < 2 and tau < 1.0:
+        raise ConfigError(
+            f"{name} {block_size} leaves method {method} no mask to fill: it would decode one token per forward "
+            f"whatever tau (training refuses block size 1); give {name} >= 2, or tau 1.0"
+        )
+
+
 def trained_block_size(path: str | Path) -> int | None:
     """The block size a MARS or block-diffusion checkpoint was trained with, so that it is decoded with the same
     window: its config.json's ``mars.block_size`` (written by mars.training.trainer.MARSTrainer), else (checkpoints
@@ -128,7 +171,9 @@ def trained_block_size(path: str | Path) -> int | None:
         except ValueError:
             raise ConfigError(f"{config_file} is not valid JSON") from None
         if decoding.get("block_size"):
-            return int(decoding["block_size"])
+            block_size = int(decoding["block_size"])
+            check_fits(f"{config_file}: mars.block_size {block_size}", block_size, max_positions(path))
+            return block_size
     run_config = Path(path) / "run_config.json"
     if not run_config.is_file():
         return None
@@ -136,7 +181,11 @@ def trained_block_size(path: str | Path) -> int | None:
         spec = json.loads(run_config.read_text()).get("spec") or {}
     except ValueError:
         raise ConfigError(f"{run_config} is not valid JSON") from None
-    return int(spec["block_size"]) if spec.get("method") in ("mars", "block_diffusion") else None
+    if spec.get("method") not in ("mars", "block_diffusion"):
+        return None
+    block_size = int(spec["block_size"])
+    check_fits(f"{run_config}: block_size {block_size}", block_size, max_positions(path))
+    return block_size
 
 
 def default_window(path: str | Path, method: str) -> int | None:
@@ -153,18 +202,22 @@ def default_window(path: str | Path, method: str) -> int | None:
 def decoding_window(path: str | Path, method: str, tau: float, block_size: int | None = None) -> int:
     """The window a command decodes ``path`` with: the explicit ``block_size`` (>= 1), else the trained one
     (:func:`default_window`), else 1 for one token per forward. A MARS or block-diffusion decode at tau < 1 of a
-    checkpoint that names no block size is an error: a window of 1 would silently decode one token per forward."""
+    checkpoint that names no block size is an error: a window of 1 would silently decode one token per forward; so
+    is such a decode with an explicit window of 1 (:func:`check_window`), and a window past the model's positions."""
     if block_size is not None:
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
             raise ConfigError(f"--block-size must be an integer >= 1, got {block_size!r}")
-        return block_size
+        check_fits(f"--block-size {block_size}", block_size, max_positions(path))
     try:  # (the tau check of mars.decoding.engine.decoding_settings, first: a bad tau is named as such)
         tau = _as_float("tau", tau)
         _check_tau(tau)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if block_size is not None:
+        check_window(method, block_size, tau, "--block-size")
+        return block_size
     window = default_window(path, method)
-    if window is None and method in ("mars", "mars_lossless", "block_diffusion") and tau < 1:
+    if window is None and method in WINDOWED and tau < 1:
         raise ConfigError(
             f"{path}: no trained block size in its config.json (mars.block_size), so no window to decode at tau "
             f"{tau:g} with method {method}; give --block-size"
@@ -181,6 +234,15 @@ def encode_prompts(tokenizer, prompts: list[str], chat: bool = True) -> list[lis
             for p in prompts
         ]
     return [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+
+
+def check_budget(ids: list[list[int]], budget: int, positions: int | None, method: str, block_size: int) -> None:
+    """ConfigError when a tokenized prompt plus ``budget`` new tokens exceeds the model's ``positions`` (block
+    diffusion fills whole blocks of its window: up to the next multiple of it)."""
+    block = block_size if method == "block_diffusion" else 1
+    for i, prompt_ids in enumerate(ids):
+        end = -(-(len(prompt_ids) + budget) // block) * block
+        check_fits(f"prompt {i} ({len(prompt_ids)} tokens) plus max_new_tokens {budget}", end, positions)
 
 
 def check_decoding_args(
@@ -213,7 +275,14 @@ def generate_text(
     **decode_kwargs,
 ) -> list[TextGeneration]:
     """``stop`` strings end a sequence: their tokenizations stop the decoder early (a stop string can also form
-    across other token boundaries, so the decoded text is cut at its first occurrence as well)."""
+    across other token boundaries, so the decoded text is cut at its first occurrence as well). A string is one
+    prompt. ``max_new_tokens`` must be >= 1, and each prompt with it must fit in the model's positions
+    (ConfigError, before any decoding)."""
+    if isinstance(prompts, str):
+        prompts = [prompts]
+    budget = decode_kwargs.get("max_new_tokens", inspect.signature(generate).parameters["max_new_tokens"].default)
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise ConfigError(f"max_new_tokens must be an integer >= 1, got {budget!r}")
     stop = [s for s in (stop or []) if s]
     if stop:
         decode_kwargs["stop_sequences"] = [tokenizer.encode(s, add_special_tokens=False) for s in stop]
@@ -222,6 +291,8 @@ def generate_text(
     if method in NEEDS_MASK and decode_kwargs["mask_token_id"] is None:
         raise ConfigError(f"method {method} needs a mask token and the tokenizer has none")
     ids = encode_prompts(tokenizer, prompts, chat)
+    positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    check_budget(ids, budget, positions, method, decode_kwargs.get("block_size", 1))
     results: list[TextGeneration] = []
     batches = range(0, len(ids), batch_size)
     for start in tqdm(batches, desc="generate", disable=not progress or len(batches) < 2):
@@ -236,7 +307,8 @@ def generate_text(
         for prompt, out in zip(prompts[start : start + batch_size], outs):
             pieces, at = [], 0
             for n in out.chunks:
-                pieces.append(tokenizer.decode(out.token_ids[at : at + n], skip_special_tokens=False))
+                # (as the text: no end-of-turn token inside the last chunk)
+                pieces.append(tokenizer.decode(out.token_ids[at : at + n], skip_special_tokens=True))
                 at += n
             results.append(
                 TextGeneration(
@@ -274,21 +346,29 @@ def mars_generate(
     ``mask_token_id``, else the tokenizer's, else ``config.mask_token_id``. ``method``: mars | mars_lossless (exactly
     greedy AR's tokens, several per forward) | ar | jacobi | block_diffusion; ``cache``: cursor | block | none |
     authors_block. Other keyword arguments go to :func:`generate_text` (``batch_size``, ``chat``, ``stop``,
-    ``metric``, ``cache_block_size``)."""
+    ``metric``, ``cache_block_size``). A string is one prompt. Bad settings raise one ValueError before any
+    decoding: a window of 1 below tau 1 (:func:`check_window`), a window or a budget past the model's positions,
+    ``max_new_tokens`` below 1."""
     from mars.decoding.engine import row_taus
 
+    if isinstance(prompts, str):
+        prompts = [prompts]
     config = getattr(model, "config", None)
     trained = getattr(config, "mars", None) or {}
     if block_size is None:
         block_size = trained.get("block_size")
+        if block_size is not None:
+            what = f"the model's trained block size (config.mars) {block_size}"
+            check_fits(what, block_size, getattr(config, "max_position_embeddings", None))
     taus = row_taus(tau, len(prompts))
     if block_size is None:
-        if method in ("mars", "mars_lossless", "block_diffusion") and min(taus) < 1.0:
+        if method in WINDOWED and min(taus, default=1.0) < 1.0:
             raise ValueError(
                 "the model's config does not say its block size (config.mars, written by MARSTrainer): pass "
                 "block_size, or decode at tau = 1.0"
             )
         block_size = 1
+    check_window(method, block_size, min(taus, default=1.0))
     if mask_token_id is None:
         mask_token_id = tokenizer.mask_token_id
     if mask_token_id is None:
