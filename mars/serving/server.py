@@ -17,9 +17,12 @@ it admits waiting requests (up to ``max_batch`` decode together), drops cancelle
 went away) and sets the policy's tau; the HTTP handlers only queue requests and read their events. A bad request is
 an HTTP 400 with one message (OpenAI's error shape), and so is an OpenAI or vLLM sampling setting that is not
 neutral (top_p, top_k, min_p, penalties, ignore_eos, min_tokens, logprobs, echo, logit_bias, ...; fields it does not
-know are ignored); shutting the server down stops the thread after its forward, ends every open
-request and answers new ones with HTTP 503. A stream asked with ``stream_options: {"include_usage": true}`` ends
-with OpenAI's usage chunk (no choices), which is how load-test clients such as ``vllm bench serve`` count tokens.
+know are ignored); a request naming another ``model`` than the one served is HTTP 404 with OpenAI's
+``model_not_found`` code (a request naming none gets the one served, as vLLM answers it), and a body not sent as
+``Content-Type: application/json`` is HTTP 415, never guessed at; shutting the server down stops the thread after
+its forward, ends every open request and answers new ones with HTTP 503. A stream asked with
+``stream_options: {"include_usage": true}`` ends with OpenAI's usage chunk (no choices), which is how load-test
+clients such as ``vllm bench serve`` count tokens.
 """
 
 import asyncio
@@ -199,11 +202,11 @@ class ServeEngine:
 # the HTTP layer
 
 
-def _error(status: int, message: str):
+def _error(status: int, message: str, param: str | None = None, code: str | None = None):
     from fastapi.responses import JSONResponse
 
     return JSONResponse(
-        {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}, status
+        {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}, status
     )
 
 
@@ -354,10 +357,23 @@ def create_app(engine: ServeEngine, model_name: str, max_tokens_limit: int):
         return {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "mars"}]}
 
     async def complete(http: HTTPRequest, chat: bool):
+        # a body that is not declared JSON is refused, not guessed at (HTTP 415)
+        content_type = http.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type != "application/json" and not content_type.endswith("+json"):
+            declared = f"Content-Type {content_type}" if content_type else "no Content-Type"
+            return _error(415, f"the request body must be JSON sent as Content-Type application/json, not {declared}")
         try:
             body = await http.json()
         except ValueError:
             raise BadRequest("the request body is not valid JSON") from None
+        asked = body.get("model") if isinstance(body, dict) else None
+        if asked is not None and asked != model_name:  # (absent: the one model served, as vLLM does)
+            return _error(
+                404,
+                f"the model {json.dumps(asked)} does not exist: this server serves {model_name!r} (GET /v1/models)",
+                param="model",
+                code="model_not_found",
+            )
         settings = parse_request(body, engine, chat, max_tokens_limit)
         request = Request(
             settings["ids"], settings["max_tokens"], settings["tau"], settings["stop"], asyncio.get_running_loop()

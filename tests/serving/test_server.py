@@ -225,6 +225,57 @@ def test_bad_requests_are_one_http_400_message(served, body, message):
     assert message in out["error"]["message"] and "\n" not in out["error"]["message"]
 
 
+def test_a_request_for_another_model_is_openais_404_model_not_found(served):
+    running, fx = served
+    served_id = running.get("/v1/models")["data"][0]["id"]
+    assert served_id == fx["mars"].name
+    status, out = running.post("/v1/completions", {"model": "gpt-4o", "prompt": "hi", "max_tokens": 2})
+    assert status == 404
+    assert out["error"]["code"] == "model_not_found" and out["error"]["param"] == "model"
+    assert out["error"]["type"] == "invalid_request_error"
+    assert (
+        out["error"]["message"]
+        == f'the model "gpt-4o" does not exist: this server serves {served_id!r} (GET /v1/models)'
+    )
+    status, out = running.post(
+        "/v1/chat/completions", {"model": "Qwen/Qwen2.5-0.5B-Instruct", "messages": [{"role": "user", "content": "hi"}]}
+    )
+    assert status == 404 and out["error"]["code"] == "model_not_found"
+    # the served model by its id, or no model named: answered
+    for body in ({"model": served_id, "prompt": "hi", "max_tokens": 2}, {"prompt": "hi", "max_tokens": 2}):
+        status, out = running.post("/v1/completions", body)
+        assert status == 200 and out["model"] == served_id, out
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
+def test_a_body_not_declared_json_is_http_415(served, content_type):
+    """JSON sent as another Content-Type (or none) is refused, not guessed at; application/json with a charset, and
+    a +json type, are JSON."""
+    running, _ = served
+    data = json.dumps({"prompt": "hi", "max_tokens": 2}).encode()
+
+    def post(kind):
+        req = urllib.request.Request(f"http://127.0.0.1:{running.port}/v1/completions", data=data, method="POST")
+        if kind is not None:
+            req.add_header("Content-Type", kind)
+        else:  # (urllib would add its form type itself)
+            req.unredirected_hdrs["Content-type"] = ""
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                return resp.status, json.loads(resp.read().decode())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read().decode())
+
+    status, out = post(content_type)
+    assert status == 415, out
+    declared = f"Content-Type {content_type}" if content_type else "no Content-Type"
+    assert out["error"]["message"] == (
+        f"the request body must be JSON sent as Content-Type application/json, not {declared}"
+    )
+    for kind in ("application/json; charset=utf-8", "application/vnd.api+json"):
+        assert post(kind)[0] == 200
+
+
 def test_malformed_chat_messages_are_one_http_400_message(served):
     running, _ = served
     status, out = running.post("/v1/chat/completions", {"messages": [{"role": "user"}]})
