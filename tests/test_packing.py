@@ -34,9 +34,10 @@ def test_packed_layout_has_no_padding_and_trims_each_row_to_its_own_first_target
     padded, packed = batches("mars")
     # hand-computed: row i's first shifted target is at prompts[i] - 1, its block start (B = 4) at 0, 0, 8, 0
     starts = [0, 0, 8, 0]
-    expected = sum(length + length - start for length, start in zip(LENGTHS, starts))
-    assert packed.input_ids.shape == (1, expected)
-    assert [end - start for start, end in packed.segments] == [2 * n - s for n, s in zip(LENGTHS, starts)]
+    # each row's last token is dead in both streams (no target, the key of no other query): left out
+    spans = [(length - 1) + (length - start - 1) for length, start in zip(LENGTHS, starts)]
+    assert packed.input_ids.shape == (1, sum(spans))
+    assert [end - start for start, end in packed.segments] == spans
     assert padded.noisy_start == 0  # the padded layout keeps every row's noisy copy from the batch's first target
     assert packed.input_ids.numel() < padded.input_ids.numel()
     # the same targets, each once
@@ -45,9 +46,9 @@ def test_packed_layout_has_no_padding_and_trims_each_row_to_its_own_first_target
             torch.cat([padded.clean_targets, padded.noisy_targets], 1) != IGNORE
         ].tolist()
     )
-    # positions restart per stream: row 2's noisy copy starts at position 8
+    # positions restart per stream: row 2's noisy copy (after its 13 clean tokens) starts at position 8
     start, _ = packed.segments[2]
-    assert packed.position_ids[0, start + 14 : start + 17].tolist() == [8, 9, 10]
+    assert packed.position_ids[0, start + 12 : start + 16].tolist() == [12, 8, 9, 10]
 
 
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
@@ -108,3 +109,15 @@ def test_packing_refuses_left_padding():
     batch = build_dual_stream(ids, left, labels, mask_token_id=MASK, block_size=4)
     with pytest.raises(ValueError, match="right-padded"):
         pack_dual_stream(batch, block_size=4)
+
+
+def test_a_row_without_targets_feeds_its_clean_copy_only_and_the_loss_is_unchanged():
+    model = tiny_model("sdpa").train()
+    use_segment_attention(model)
+    ids, attention, labels = make_batch(lengths=(9, 7), prompts=(3, 2))
+    labels[1] = IGNORE  # (TRL drops such examples; a micro-batch may still hold one)
+    padded = build_dual_stream(ids, attention, labels, mask_token_id=MASK, block_size=4)
+    packed = pack_dual_stream(padded, block_size=4)
+    assert [end - start for start, end in packed.segments] == [8 + 8, 6]  # row 1: its clean copy, last token dead
+    for a, b in zip(dual_stream_row_sums(model, padded), dual_stream_row_sums(model, packed)):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)

@@ -227,23 +227,34 @@ def pack_dual_stream(batch: DualStreamBatch, *, block_size: int, variant: str = 
     for row, length in enumerate(lengths):
         has_target = (batch.noisy_targets[row, : max(length - offset, 0)] != IGNORE).nonzero()
         first = offset + int(has_target[0]) if len(has_target) else length  # no target: no noisy copy
-        noisy_start = first // block_size * block_size
+        noisy_start = first // block_size * block_size if len(has_target) else -(-length // block_size) * block_size
         noisy = slice(length_all + noisy_start - offset, length_all + length - offset)
         rel = slice(noisy_start - offset, length - offset)
-        span = 2 * length - noisy_start
-        parts["ids"] += [batch.input_ids[row, :length], batch.input_ids[row, noisy]]
-        parts["pos"] += [batch.position_ids[row, :length], batch.position_ids[row, noisy]]
-        parts["targets"] += [batch.clean_targets[row, :length], batch.noisy_targets[row, rel]]
-        parts["weights"] += [
-            torch.ones(length, dtype=batch.noisy_weights.dtype, device=device),
-            batch.noisy_weights[row, rel],
-        ]
-        parts["noisy"] += [
-            torch.zeros(length, dtype=torch.bool, device=device),
-            torch.ones(length - noisy_start, dtype=torch.bool, device=device),
-        ]
+        clean_n, noisy_n = length, max(length - noisy_start, 0)
+        piece = {
+            "ids": torch.cat([batch.input_ids[row, :length], batch.input_ids[row, noisy]]),
+            "pos": torch.cat([batch.position_ids[row, :length], batch.position_ids[row, noisy]]),
+            "targets": torch.cat([batch.clean_targets[row, :length], batch.noisy_targets[row, rel]]),
+            "weights": torch.cat(
+                [torch.ones(clean_n, dtype=batch.noisy_weights.dtype, device=device), batch.noisy_weights[row, rel]]
+            ),
+            "noisy": torch.arange(clean_n + noisy_n, device=device) >= clean_n,
+        }
+        # Dead positions, left out: a row's last token has no target (nothing follows it) and, in the clean stream
+        # (mars, bidirectional: a noisy query sees only EARLIER blocks of it) and in the noisy one (mars: causal in
+        # the block), it is a key of no other query. Block diffusion keeps them (its targets are unshifted).
+        keep = torch.ones(clean_n + noisy_n, dtype=torch.bool, device=device)
+        if variant != "block_diffusion" and length:
+            keep[clean_n - 1] = bool(piece["targets"][clean_n - 1] != IGNORE)
+        if variant == "mars" and noisy_n:
+            keep[-1] = bool(piece["targets"][-1] != IGNORE)
+        mask = dual_stream_mask(torch.ones(1, length, device=device), block_size, variant, noisy_start)[0]
+        for name in parts:
+            if name != "sequence":
+                parts[name].append(piece[name][keep])
+        span = int(keep.sum())
         parts["sequence"].append(torch.full((span,), row, dtype=torch.long, device=device))
-        masks.append(dual_stream_mask(torch.ones(1, length, device=device), block_size, variant, noisy_start)[0])
+        masks.append(mask[keep][:, keep])
         segments.append((start, start + span))
         start += span
     flat = {name: torch.cat(pieces)[None, :] for name, pieces in parts.items()}
