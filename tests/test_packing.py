@@ -121,3 +121,18 @@ def test_a_row_without_targets_feeds_its_clean_copy_only_and_the_loss_is_unchang
     assert [end - start for start, end in packed.segments] == [8 + 8, 6]  # row 1: its clean copy, last token dead
     for a, b in zip(dual_stream_row_sums(model, padded), dual_stream_row_sums(model, packed)):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_a_switched_model_decodes_as_sdpa_does():
+    """After training the model stays switched (in memory): its own masks must still be built, so a left-padded
+    batch decodes as the unswitched model does (HF's greedy generate, token for token)."""
+    model, switched = tiny_model("sdpa"), tiny_model("sdpa")
+    assert use_segment_attention(switched)
+    ids = torch.tensor([[0, 0, 7, 8, 9, 10], [11, 12, 13, 14, 15, 16]])
+    attention = (ids != 0).long()
+    kwargs = dict(attention_mask=attention, max_new_tokens=8, do_sample=False, pad_token_id=0)
+    with torch.no_grad():
+        expected, got = model.generate(ids, **kwargs), switched.generate(ids, **kwargs)
+        assert torch.equal(got, expected)
+        logits = switched(input_ids=ids, attention_mask=attention).logits
+        torch.testing.assert_close(logits, model(input_ids=ids, attention_mask=attention).logits)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 SEGMENT_ATTENTION = "mars_segments"
 
@@ -37,6 +38,9 @@ def segment_sdpa(module, query, key, value, attention_mask, **kwargs):
 
 
 AttentionInterface.register(SEGMENT_ATTENTION, segment_sdpa)
+# and sdpa's masks: transformers builds no mask at all for an implementation it has no mask function for (a model
+# switched for training would then decode, in memory, without its causal and padding masks)
+AttentionMaskInterface.register(SEGMENT_ATTENTION, sdpa_mask)
 
 
 def use_segment_attention(model) -> bool:
