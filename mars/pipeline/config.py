@@ -155,6 +155,7 @@ class TrainSpec:
     logging_steps: int = _default("logging_steps")
     eval_steps: int | None = _default("eval_steps")  # held-out next-token loss every n steps (with heldout.jsonl)
     threads: int = _default("threads")  # torch intra-op threads; 0 = torch's default
+    kernels: str = _default("kernels")  # native | reproducible: CPU kernels chosen per CPU or pinned (mars/repro.py)
     accelerate_config: str | None = _default(
         "accelerate_config"
     )  # the workflow's multi-GPU launch (configs/accelerate)

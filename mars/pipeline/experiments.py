@@ -561,6 +561,8 @@ def train_job(config: dict, model: str) -> dict:
     spec = {k: v for k, v in spec.items() if k not in unused and k not in launch and not (k in unset and v is None)}
     if spec.get("targets") == "gold":  # (added later, at its default)
         del spec["targets"]
+    if spec.get("kernels") == "native":  # (added later, at its default)
+        del spec["kernels"]
     return {"model": model, "spec": spec, "mask_token": config["world"].get("mask_token"), "experiment": config["name"]}
 
 

@@ -86,6 +86,16 @@ def source_digest(package: Path = Path(__file__).resolve().parents[1]) -> str:
     return digest.hexdigest()[:16]
 
 
+def machine_tags() -> dict:
+    """The machine facts of this process (mars.repro.machine_facts: CPU, kernels and kernel mode in effect,
+    threads, library versions) as ``machine.<fact>`` tags: two runs of one config on two machines say how they
+    differ. Reading them fixes this process's kernels (a run's kernel mode is chosen before it logs)."""
+    from mars.repro import machine_facts
+
+    facts = machine_facts()
+    return {f"machine.{k}": json.dumps(v) if isinstance(v, dict) else str(v) for k, v in facts.items()}
+
+
 def config_hash(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
@@ -125,7 +135,7 @@ def mlflow_run(experiment: str, run_name: str, *, results_dir="results", tags=No
         if not run_id:
             # The workflow exports the hash of its config, so every run of one pipeline carries it.
             context = {"config_hash": os.environ["MARS_CONFIG_HASH"]} if os.environ.get("MARS_CONFIG_HASH") else {}
-            _retry(mlflow.set_tags, {"git_commit": git_commit(), **context, **(tags or {})})
+            _retry(mlflow.set_tags, {"git_commit": git_commit(), **context, **machine_tags(), **(tags or {})})
             if params:
                 _retry(mlflow.log_params, {k: str(v)[:500] for k, v in params.items()})
         yield mlflow

@@ -13,6 +13,7 @@ its numbers came from (method, tau, block size, cache, generation budget).
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -521,7 +522,7 @@ def make_table(
         return frame
     tables = Tables(job, results, inputs, bench_csv, text_losses)
     frame = tables.cost_table() if name == "cost" else getattr(tables, name)()
-    frame = with_recipe(frame, job)
+    frame = with_machine(with_recipe(frame, job), job, results)
     write_table(frame, output, CAPTIONS[name])
     return frame
 
@@ -535,4 +536,32 @@ def with_recipe(frame: pd.DataFrame, job: dict) -> pd.DataFrame:
     frame = frame.copy()
     for key in RECIPE_KEYS:
         frame[key] = [models.get(m, {}).get("trained", {}).get(key) for m in frame["model"]]
+    return frame
+
+
+def with_machine(frame: pd.DataFrame, job: dict, results: str | Path | None) -> pd.DataFrame:
+    """Each row's ``trained_on``: the machine class and kernel mode its model and the model's extra-seed runs were
+    trained with (mars.repro.machine_class of their run_config.json's ``machine``; distinct classes joined by
+    " | "; empty for a checkpoint not trained here, or trained before machines were recorded). Another machine
+    class or kernel mode can train other weights from the same config (README, "Reproducing the numbers")."""
+    if "model" not in frame.columns or frame.empty or results is None:
+        return frame
+    from mars.repro import machine_class
+
+    models_dir = Path(results) / "models"
+
+    def trained_on(model) -> str:
+        if not isinstance(model, str):
+            return ""
+        runs = [model] + sorted(m for m in job.get("models", {}) if re.fullmatch(rf"{re.escape(model)}_seed\d+", m))
+        classes = []
+        for run in runs:
+            path = models_dir / run / "run_config.json"
+            line = machine_class(read_json(path).get("machine")) if path.is_file() else ""
+            if line and line not in classes:
+                classes.append(line)
+        return " | ".join(classes)
+
+    frame = frame.copy()
+    frame["trained_on"] = [trained_on(m) for m in frame["model"]]
     return frame

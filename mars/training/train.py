@@ -29,6 +29,7 @@ from trl import SFTConfig
 from mars.fileio import file_stats, write_json_atomic
 from mars.pipeline.config import ConfigError, TrainSpec, check_spec, resolve_grad_accum
 from mars.pipeline.tracking import MLflowLossCallback, config_hash, log_metrics, mlflow_run
+from mars.repro import apply_kernel_mode, kernel_mode_callback, machine_facts
 from mars.training.data import load_records, prompt_messages
 from mars.training.objective import IGNORE
 from mars.training.trainer import ARTrainer, MARSConfig, MARSTrainer
@@ -533,6 +534,7 @@ def train(
     writes the output folder.
     """
     check_spec(spec)
+    apply_kernel_mode(spec.kernels)  # (before any kernel runs: the variables are read then)
     output_path = Path(output)
     if resume_from and not spec.resume_from:
         raise ConfigError("--resume-from is for an entry with resume_from (a chain of stop_at_step entries)")
@@ -565,6 +567,7 @@ def train(
     evals = eval_datasets(data_dir, spec, tokenizer, records)
     if spec.threads:
         torch.set_num_threads(spec.threads)
+    apply_kernel_mode(spec.kernels)  # again: setting the threads sets MKL's, which the reproducible mode keeps to one
 
     work_dir = output_path.with_name(output_path.name + ".work")
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -581,7 +584,7 @@ def train(
     run_file = work_dir / "mlflow_run_id"
     run_id = run_file.read_text().strip() if last and run_file.is_file() else None
     preemption = PreemptionCallback()
-    callbacks = [MLflowLossCallback(), preemption]
+    callbacks = [MLflowLossCallback(), preemption, kernel_mode_callback(spec.kernels)]
     if abort_after_step is not None:
         callbacks.append(AbortAfterStep(abort_after_step))
     if spec.stop_at_step is not None:
@@ -677,6 +680,7 @@ def train(
                 "processes": count,
                 "grad_accum": grad_accum,
                 "effective_batch": effective_batch,
+                "machine": machine_facts(),  # CPU, kernels and mode in effect, threads, versions (mars/repro.py)
                 "log_history": trainer.state.log_history,
             }
             (tmp / "run_config.json").write_text(json.dumps(run_config, indent=2, default=str))
