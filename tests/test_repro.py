@@ -15,8 +15,8 @@ from safetensors.torch import load_file
 
 from mars.pipeline.config import load_config
 from mars.pipeline.experiments import train_job
-from mars.repro import KERNEL_VARIABLES, machine_class, reproducible_env
 from mars.report.tables import with_machine
+from mars.repro import KERNEL_VARIABLES, machine_class, reproducible_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
