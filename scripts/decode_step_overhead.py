@@ -1,4 +1,4 @@
-"""The decoder's own work in one ragged decode step (``mars.decoding.engine.window_forward``: ids, position ids, the 4D
+"""The decoder's own work in one ragged decode step (``mars.decoding.window.window_forward``: ids, position ids, the 4D
 additive mask, the choice of logit columns), without the model: a stand-in returns zero logits at once.
 
 Rows of a batch feed 1..3 real tokens (plus 0..3 drafts with ``--drafts``, as mars_lossless does) and 3 masks
@@ -16,7 +16,8 @@ import types
 
 import torch
 
-import mars.decoding.engine as decoding
+from mars.decoding.cache import KVCache, _Row
+from mars.decoding.window import window_forward
 
 VOCAB, CACHE, MASKS = 1024, 200, 3
 
@@ -43,10 +44,10 @@ def ragged_step(batch: int, drafts: bool):
     rows = []
     for i in range(batch):
         tokens = torch.randint(5, VOCAB, (150 + 7 * i,), generator=g).tolist()
-        row = decoding._Row(index=i, tokens=tokens, n_prompt=100, budget=10**6, uncached=tokens[-(1 + i % 3) :])
+        row = _Row(index=i, tokens=tokens, n_prompt=100, budget=10**6, uncached=tokens[-(1 + i % 3) :])
         row.drafts = [7] * (i % 4) if drafts else []
         rows.append(row)
-    kv = decoding.KVCache(StandIn(), batch, torch.device("cpu"))
+    kv = KVCache(StandIn(), batch, torch.device("cpu"))
     valid = torch.ones(batch, CACHE, dtype=torch.bool)
     for i in range(batch):
         valid[i, : (i * 5) % 40] = False  # the left padding of shorter prompts
@@ -54,7 +55,7 @@ def ragged_step(batch: int, drafts: bool):
     if hasattr(kv, "bias"):
         kv.bias = torch.zeros(batch, CACHE).masked_fill_(~valid, torch.finfo(torch.float32).min)
     tail = torch.full((batch, MASKS), 1, dtype=torch.long)
-    return lambda: decoding.window_forward(StandIn(), kv, rows, tail, 0)
+    return lambda: window_forward(StandIn(), kv, rows, tail, 0)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Tests of mars/decoding/engine.py against independent expectations.
+"""Tests of mars/decoding/engine.py (and the modules it is made of) against independent expectations.
 
 - Hugging Face ``model.generate`` (greedy, left-padded batch) for every one-token-mode decoder;
 - naive single-sequence, uncached reference decoders written here (MARS sliding window, block diffusion);
@@ -17,7 +17,7 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from mars.decoding import engine as decoding
+from mars.decoding.cache import KVCache
 from mars.decoding.engine import Generation, generate
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -449,14 +449,14 @@ def test_cursor_cache_compaction_is_exact(monkeypatch):
     """Force the squeezing of invalid (pad / finished-row) cache slots at every step."""
     model = trained_model()
     calls = []
-    orig = decoding.KVCache.maybe_compact
+    orig = KVCache.maybe_compact
 
     def always(self, min_length=64, max_waste=0.5):
         before = self.length
         orig(self, min_length=0, max_waste=0.0)
         calls.append(before - self.length)
 
-    monkeypatch.setattr(decoding.KVCache, "maybe_compact", always)
+    monkeypatch.setattr(KVCache, "maybe_compact", always)
     expect = [
         naive_mars(model, p, B=4, tau=0.2, metric="probability", max_new_tokens=40, eos_ids={EOS})
         for p in TRAINED_PROMPTS
@@ -484,13 +484,13 @@ def test_block_cache_commits_whole_cache_blocks(monkeypatch):
     when every active row fed >= C real tokens; otherwise the whole window is cropped off."""
     model = trained_model()
     log = []
-    orig = decoding.KVCache.commit
+    orig = KVCache.commit
 
     def spy(self, window_valid, keep):
         log.append((keep, window_valid.shape[1], window_valid.sum(1).min().item()))
         orig(self, window_valid, keep)
 
-    monkeypatch.setattr(decoding.KVCache, "commit", spy)
+    monkeypatch.setattr(KVCache, "commit", spy)
     C = 3
     generate(
         model,

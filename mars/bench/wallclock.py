@@ -49,9 +49,11 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from mars.decoding.cache import KVCache, _Row
 from mars.decoding.cpu_linear import CPU_LINEARS, use_cpu_linear
-from mars.decoding.engine import KVCache, _Row, generate, window_forward
+from mars.decoding.engine import generate
 from mars.decoding.generation import default_window, encode_prompts, load_model
+from mars.decoding.window import window_forward
 from mars.fileio import write_json_atomic, write_text_atomic
 from mars.pipeline.config import ConfigError, check_bench_settings, schema_defaults
 from mars.training.data import load_records

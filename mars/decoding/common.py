@@ -1,7 +1,9 @@
 """What both decoders (``engine``: AR, MARS, Jacobi; ``block_diffusion``) use: the acceptance confidence, the model's
-dtype, the stop-sequence test."""
+dtype and device, whether its forward can skip logits, the stop-sequence test."""
 
 from __future__ import annotations
+
+import inspect
 
 import torch
 
@@ -28,6 +30,17 @@ def confidence(logits: torch.Tensor, metric: str) -> tuple[torch.Tensor, torch.T
 def _model_dtype(model) -> torch.dtype:
     dtype = getattr(model, "dtype", None)
     return dtype if isinstance(dtype, torch.dtype) and dtype.is_floating_point else torch.float32
+
+
+def _model_device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _supports_logits_to_keep(model) -> bool:
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _ends_with(seq: list[int], suffix: list[int]) -> bool:

@@ -15,7 +15,8 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from mars.decoding.engine import NEEDS_MASK, _as_float, _check_tau, decoding_settings, generate
+from mars.decoding.engine import generate
+from mars.decoding.settings import NEEDS_MASK, _as_float, _check_tau, decoding_settings
 from mars.pipeline.config import ConfigError
 
 
@@ -208,7 +209,7 @@ def decoding_window(path: str | Path, method: str, tau: float, block_size: int |
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
             raise ConfigError(f"--block-size must be an integer >= 1, got {block_size!r}")
         check_fits(f"--block-size {block_size}", block_size, max_positions(path))
-    try:  # (the tau check of mars.decoding.engine.decoding_settings, first: a bad tau is named as such)
+    try:  # (the tau check of mars.decoding.settings.decoding_settings, first: a bad tau is named as such)
         tau = _as_float("tau", tau)
         _check_tau(tau)
     except ValueError as exc:
@@ -248,7 +249,7 @@ def check_budget(ids: list[list[int]], budget: int, positions: int | None, metho
 def check_decoding_args(
     method: str, cache: str, metric: str, tau: float, block_size: int, cache_block_size: int
 ) -> dict:
-    """:func:`mars.decoding.engine.decoding_settings`, as one ConfigError line for the command line."""
+    """:func:`mars.decoding.settings.decoding_settings`, as one ConfigError line for the command line."""
     try:
         return decoding_settings(
             tau=tau, block_size=block_size, cache=cache, cache_block_size=cache_block_size, metric=metric, method=method
@@ -349,7 +350,7 @@ def mars_generate(
     ``metric``, ``cache_block_size``). A string is one prompt. Bad settings raise one ValueError before any
     decoding: a window of 1 below tau 1 (:func:`check_window`), a window or a budget past the model's positions,
     ``max_new_tokens`` below 1."""
-    from mars.decoding.engine import row_taus
+    from mars.decoding.settings import row_taus
 
     if isinstance(prompts, str):
         prompts = [prompts]

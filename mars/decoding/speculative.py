@@ -39,17 +39,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from mars.decoding.engine import (
-    METRICS,
-    _append,
-    _check_tau,
-    _model_device,
-    _model_dtype,
-    _new_cache,
-    _Row,
-    accept_mars,
-    confidence,
-)
+from mars.decoding.acceptance import _append, accept_mars
+from mars.decoding.cache import _new_cache, _Row
+from mars.decoding.common import METRICS, _model_device, _model_dtype, confidence
+from mars.decoding.settings import _check_tau
 from mars.training.masks import additive
 
 MODES = ("ar", "mars")

@@ -302,7 +302,6 @@ def evaluate(
 
     A setting left None takes the config schema's ``eval`` default; the block size of a MARS or block-diffusion
     decode defaults to the checkpoint's trained one (Jacobi: ``eval.jacobi_block_size``)."""
-    from mars.decoding.engine import decoding_settings
     from mars.decoding.generation import (
         _load_errors,
         check_checkpoint,
@@ -311,6 +310,7 @@ def evaluate(
         resolve_dtype,
         trained_block_size,
     )
+    from mars.decoding.settings import decoding_settings
     from mars.evaluation.tasks import (
         PAPER_FEWSHOT,
         PAPER_PRIMARY_METRIC,

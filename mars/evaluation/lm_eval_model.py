@@ -51,6 +51,7 @@ from lm_eval.models.utils import Collator, handle_stop_sequences, normalize_gen_
 from tqdm import tqdm
 
 from mars.decoding import engine as decoding
+from mars.decoding.settings import decoding_settings
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class MARSLM(HFLM):
             block_size = default_window(pretrained, method)
             if block_size is None and method in NEEDS_MASK and float(tau) < 1.0:  # (tau 1 appends no mask)
                 raise ValueError(f"{pretrained} records no trained block size; pass block_size=")
-        self.decoding_args = decoding.decoding_settings(
+        self.decoding_args = decoding_settings(
             tau=tau,
             block_size=1 if block_size is None else block_size,
             cache=defaults["cache"] if cache is None else cache,

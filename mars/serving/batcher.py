@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
-from mars.decoding.engine import KVCache, _Decoder, _model_device, _Row, _supports_logits_to_keep
+from mars.decoding.cache import KVCache, _Row
+from mars.decoding.common import _model_device, _supports_logits_to_keep
+from mars.decoding.engine import _Decoder
 
 METHODS = ("ar", "mars", "mars_lossless")  # the window methods that can batch rows of different lengths
 
