@@ -20,8 +20,9 @@ from pathlib import Path
 
 import torch
 
+from mars.checkpoints import trained_block_size
 from mars.decoding.cpu_linear import CPU_LINEARS, use_cpu_linear
-from mars.decoding.generation import encode_prompts, load_model, trained_block_size
+from mars.decoding.generation import encode_prompts, load_model
 from mars.serving.batcher import ContinuousBatcher
 
 SETTINGS = (("mars", 1.0), ("mars", 0.9), ("mars", 0.8), ("mars_lossless", 0.9))

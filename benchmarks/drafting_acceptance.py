@@ -82,8 +82,9 @@ def main() -> None:
         sys.exit(f"error: no vLLM environment at {args.vllm_env}: run scripts/setup_vllm.sh {args.vllm_env}")
     from transformers import AutoTokenizer
 
+    from mars.checkpoints import trained_block_size
     from mars.decoding.engine import generate
-    from mars.decoding.generation import load_model, trained_block_size
+    from mars.decoding.generation import load_model
 
     model, tokenizer = load_model(args.model)
     masks = {args.model: tokenizer.mask_token_id}

@@ -95,16 +95,15 @@ def _distill(args) -> None:
 
 
 def _generate(args) -> None:
+    from mars.checkpoints import checkpoint_folder, max_positions
     from mars.decoding.generation import (
         check_budget,
         check_decoding_args,
-        checkpoint_folder,
         decoding_window,
         encode_prompts,
         generate_text,
         load_model,
         load_tokenizer,
-        max_positions,
         render_chunks,
         to_json,
     )

@@ -323,7 +323,7 @@ def test_a_mars_checkpoint_says_how_to_decode_it_in_its_own_config(trained_tiny,
 
     from transformers import AutoConfig
 
-    from mars.decoding.generation import trained_block_size
+    from mars.checkpoints import trained_block_size
 
     copy = tmp_path / "mars"
     shutil.copytree(trained_tiny["mars"], copy)

@@ -179,7 +179,7 @@ def run_speculate(
         raise ConfigError(f"tau must be in (0, 1], got {tau}")
     if k < 1 or block_size < 2:
         raise ConfigError(f"k must be >= 1 and the block size >= 2, got k={k}, block_size={block_size}")
-    from mars.decoding.generation import trained_block_size
+    from mars.checkpoints import trained_block_size
 
     for role in ("target_mars", "draft_mars"):  # both MARS models decode with one window: it must be how they trained
         trained = trained_block_size(paths[role])

@@ -302,14 +302,8 @@ def evaluate(
 
     A setting left None takes the config schema's ``eval`` default; the block size of a MARS or block-diffusion
     decode defaults to the checkpoint's trained one (Jacobi: ``eval.jacobi_block_size``)."""
-    from mars.decoding.generation import (
-        _load_errors,
-        check_checkpoint,
-        checkpoint_error,
-        decoding_window,
-        resolve_dtype,
-        trained_block_size,
-    )
+    from mars.checkpoints import _load_errors, check_checkpoint, checkpoint_error, trained_block_size
+    from mars.decoding.generation import decoding_window, resolve_dtype
     from mars.decoding.settings import decoding_settings
     from mars.evaluation.tasks import (
         PAPER_FEWSHOT,

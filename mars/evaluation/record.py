@@ -87,7 +87,7 @@ def build_record(
     eval_wall_time_s: float,
     primary_metric: str,
 ) -> dict:
-    from mars.decoding.generation import trained_block_size
+    from mars.checkpoints import trained_block_size
     from mars.evaluation.tasks.hooks import decode_target
 
     leaves = _leaves(results, task)

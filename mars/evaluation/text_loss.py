@@ -134,7 +134,7 @@ def add_parser(commands) -> None:
 def _run(args) -> None:
     import sys
 
-    from mars.decoding.generation import check_checkpoint
+    from mars.checkpoints import check_checkpoint
     from mars.fileio import write_json_atomic
 
     model = check_checkpoint(args.model, "--model")

@@ -493,7 +493,8 @@ def serve_settings(config_file: str | None, flags: dict) -> dict:
 
 
 def build_engine(model_path: str, settings: dict):
-    from mars.decoding.generation import check_checkpoint, load_model, trained_block_size
+    from mars.checkpoints import check_checkpoint, trained_block_size
+    from mars.decoding.generation import load_model
 
     path = check_checkpoint(model_path, "--model")
     block = trained_block_size(path)

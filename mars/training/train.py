@@ -137,7 +137,7 @@ def load_init(init: str, spec: TrainSpec, mask_token: str | None = None):
     ``mask_token`` names an EXISTING token to use as [MASK] when the tokenizer has none (Qwen2.5: a reserved
     token), so the model gains no parameters.
     """
-    from mars.decoding.generation import _load_errors, check_checkpoint, checkpoint_error
+    from mars.checkpoints import _load_errors, check_checkpoint, checkpoint_error
 
     init = str(check_checkpoint(init, "--init"))  # a missing local folder fails here, with no hub lookup
     try:
