@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from mars.pipeline.config import TrainSpec
-from mars.training.data import load_records
+from mars.training.data import build_dataset, load_records
 from mars.training.objective import (
     IGNORE,
     build_dual_stream,
@@ -31,7 +31,7 @@ from mars.training.objective import (
     normalized_stream_losses,
     pad_to_block_eos,
 )
-from mars.training.train import build_dataset, load_init
+from mars.training.train import load_init
 
 
 def batches(dataset, batch_size: int, count: int, pad_id: int, max_length: int):

@@ -26,9 +26,9 @@ from pathlib import Path
 import torch
 
 from mars.pipeline.config import load_config, train_spec
-from mars.training.data import load_records
+from mars.training.data import build_dataset, load_records
 from mars.training.objective import build_dual_stream, pack_dual_stream
-from mars.training.train import build_dataset, load_init, make_trainer
+from mars.training.train import load_init, make_trainer
 
 LAYOUTS = ("padded", "packed")
 

@@ -22,9 +22,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from mars.pipeline.config import TrainSpec
-from mars.training.data import load_records
+from mars.training.data import build_dataset, load_records
 from mars.training.objective import IGNORE, build_dual_stream, dual_stream_loss, pad_to_block_eos
-from mars.training.train import build_dataset
 
 
 def micro_batches(rows, micro: int, pad_id: int):

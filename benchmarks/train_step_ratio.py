@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 
 from mars.pipeline.config import TrainSpec, load_config
-from mars.training.data import load_records
-from mars.training.train import build_dataset, load_init, make_trainer
+from mars.training.data import build_dataset, load_records
+from mars.training.train import load_init, make_trainer
 from mars.world.build import build_world
 
 VARIANTS = {

@@ -8,9 +8,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from mars.training.data import load_records
+from mars.training.data import build_dataset, load_records, tokenize_conversation
 from mars.training.objective import IGNORE, build_dual_stream, dual_stream_loss, inverse_t_weights, pad_to_block_eos
-from mars.training.train import build_dataset, load_init, make_trainer, tokenize_conversation
+from mars.training.train import load_init, make_trainer
 from tests.test_train import spec
 from tests.test_train_data import labelled_spans
 

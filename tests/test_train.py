@@ -10,8 +10,8 @@ import torch
 from safetensors.torch import load_file
 
 from mars.pipeline.config import ConfigError, TrainSpec
-from mars.training.data import load_records
-from mars.training.train import build_dataset, load_init, make_trainer, train
+from mars.training.data import build_dataset, load_records
+from mars.training.train import load_init, make_trainer, train
 
 
 def spec(**overrides) -> TrainSpec:
@@ -205,8 +205,7 @@ def _next_token_loss(model_dir, records, max_length):
     """Brute force: every record alone through the saved model, mean cross-entropy over its response tokens."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from mars.training.data import prompt_messages
-    from mars.training.train import tokenize_conversation
+    from mars.training.data import prompt_messages, tokenize_conversation
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -253,7 +252,7 @@ def test_heldout_loss_is_the_next_token_loss_of_the_final_model(small_init, tmp_
 def test_the_training_slice_has_the_heldout_sets_mixture():
     """Per family as many training records as the held-out set has, evenly spaced within the family; families the
     held-out set lacks (the tiny world's facts) are not drawn; without families, evenly spaced over all."""
-    from mars.training.train import training_slice
+    from mars.training.data import training_slice
 
     records = [{"family": "facts", "id": i} for i in range(3)]
     records += [{"family": "a", "id": 10 + i} for i in range(4)] + [{"family": "b", "id": 20 + i} for i in range(3)]

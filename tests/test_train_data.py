@@ -7,9 +7,9 @@ import pytest
 from datasets import Dataset
 
 from mars.cli import main
-from mars.training.data import load_records, write_jsonl
+from mars.training.data import build_dataset, load_records, write_jsonl
 from mars.training.objective import IGNORE
-from mars.training.train import build_dataset, load_init, make_trainer
+from mars.training.train import load_init, make_trainer
 from mars.world.build import build_world
 from tests.test_train import spec
 from tests.world.test_build import WORLD

@@ -4,9 +4,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from mars.training.data import load_records
+from mars.training.data import build_dataset, load_records
 from mars.training.objective import build_dual_stream, dual_stream_loss
-from mars.training.train import build_dataset, load_init, make_trainer
+from mars.training.train import load_init, make_trainer
 from tests.test_objective import MASK, make_batch, tiny_model
 from tests.test_train import spec
 

@@ -17,7 +17,6 @@ import signal
 import sys
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 
 import torch
@@ -30,8 +29,7 @@ from mars.fileio import file_stats, write_json_atomic
 from mars.pipeline.config import ConfigError, TrainSpec, check_spec, resolve_grad_accum
 from mars.pipeline.tracking import MLflowLossCallback, config_hash, log_metrics, mlflow_run
 from mars.repro import apply_kernel_mode, kernel_mode_callback, machine_facts
-from mars.training.data import load_records, prompt_messages
-from mars.training.objective import IGNORE
+from mars.training.data import build_dataset, eval_datasets, load_records
 from mars.training.trainer import ARTrainer, MARSConfig, MARSTrainer
 
 
@@ -199,109 +197,6 @@ def fresh_model(init: str, architecture: dict, seed: int):
         )
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-
-
-def _chat_ids(tokenizer, messages: list[dict], generation_prompt: bool = False) -> list[int]:
-    return list(
-        tokenizer.apply_chat_template(
-            messages, add_generation_prompt=generation_prompt, tokenize=True, return_dict=True
-        )["input_ids"]
-    )
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def tokenize_conversation(
-    tokenizer, messages: list[dict], every_token: bool = False, turns: str = "all"
-) -> tuple[list[int], list[int]]:
-    """(input_ids, labels) of one chat-formatted conversation; labels are -100 outside the trained tokens.
-
-    ``turns="all"``: every assistant turn after the first user-side message is trained (standard multi-turn SFT, as
-    TRL's ``assistant_only_loss``); ``turns="last"``: only the last message (the authors' recipe: everything before
-    it is prompt; ``training.loss_turns``). A turn's tokens are found as TRL finds a completion: they start
-    where the conversation before it, rendered with the generation prompt, stops matching the whole conversation, and
-    end where the conversation through it does (so the end-of-turn token and what the template puts after it are
-    trained, as TRL's prompt-completion path does). This works with any chat template that renders earlier turns the
-    same way whatever follows them (ChatML, Qwen2.5), without ``{% generation %}`` markers. ``every_token``: the
-    plain LM of the tiny base, where every token carries loss.
-    """
-    ids = _chat_ids(tokenizer, messages)
-    if every_token:
-        return ids, list(ids)
-    labels = [IGNORE] * len(ids)
-    if turns not in ("all", "last"):
-        raise ValueError(f"turns must be 'all' or 'last', got {turns!r}")
-    first = len(messages) - 1 if turns == "last" else 1
-    for turn in range(max(first, 1), len(messages)):
-        if messages[turn]["role"] != "assistant":
-            continue
-        start = _common_prefix(_chat_ids(tokenizer, messages[:turn], generation_prompt=True), ids)
-        end = len(ids) if turn == len(messages) - 1 else _common_prefix(_chat_ids(tokenizer, messages[: turn + 1]), ids)
-        labels[start:end] = ids[start:end]
-    return ids, labels
-
-
-def build_dataset(records: list[dict], tokenizer, spec: TrainSpec) -> Dataset:
-    """The tokenized training set (``input_ids``, ``labels``); TRL truncates it to ``max_length`` (keeping the start).
-
-    An example whose first trained token lies at or beyond ``max_length`` (a prompt that leaves no room for a
-    response) is dropped: the number dropped is ``len(records) - len(dataset)``. Only an empty result is an error.
-    """
-    if not records:
-        raise ConfigError("the training data set is empty")
-    rows = {"input_ids": [], "labels": []}
-    for record in records:
-        messages = prompt_messages(record) + [{"role": "assistant", "content": record["response"]}]
-        ids, labels = tokenize_conversation(tokenizer, messages, every_token=spec.method == "lm", turns=spec.loss_turns)
-        if all(label == IGNORE for label in labels[: spec.max_length]):
-            continue
-        rows["input_ids"].append(ids)
-        rows["labels"].append(labels)
-    if not rows["input_ids"]:
-        raise ConfigError(
-            f"all {len(records)} examples have a prompt of at least max_length={spec.max_length} tokens: "
-            "raise max_length or filter the data"
-        )
-    return Dataset.from_dict(rows)
-
-
-def training_slice(records: list[dict], heldout: list[dict]) -> list[dict]:
-    """As many training records as ``heldout`` holds, in its mixture, so that their loss gap is the generalisation
-    gap and not a difference of content: per family (the tiny world's ``family`` key) as many records of that family
-    as the held-out set has, evenly spaced over that family's records (records of families the held-out set lacks,
-    such as the tiny world's fact records, are not drawn); without families (an hf world, whose held-out set is a
-    uniform subsample), evenly spaced over all records."""
-
-    def spaced(pool: list[dict], n: int) -> list[dict]:
-        n = min(n, len(pool))
-        return [pool[int(i * len(pool) / n)] for i in range(n)]
-
-    if not all("family" in r for r in heldout):
-        return spaced(records, len(heldout))
-    wanted = Counter(r["family"] for r in heldout)
-    return [r for family, n in wanted.items() for r in spaced([r for r in records if r.get("family") == family], n)]
-
-
-def eval_datasets(data_dir: str | Path, spec: TrainSpec, tokenizer, records: list[dict]) -> dict[str, Dataset] | None:
-    """What the held-out next-token loss is measured on: ``heldout`` (``<data>/heldout.jsonl``: records of the same
-    generators / data set that are in no training set) and ``train``, the same mixture drawn from the training
-    ``records`` (training_slice). Their gap is the generalisation gap of next-token prediction. None without
-    ``eval_steps`` or without a held-out file."""
-    path = Path(data_dir) / "heldout.jsonl"
-    if spec.eval_steps is None or not path.is_file():
-        return None
-    heldout = load_records(data_dir, "heldout")
-    return {
-        "heldout": build_dataset(heldout, tokenizer, spec),
-        "train": build_dataset(training_slice(records, heldout), tokenizer, spec),
-    }
 
 
 def sft_config(spec: TrainSpec, work_dir: Path, grad_accum: int, evaluate: bool = False) -> SFTConfig:

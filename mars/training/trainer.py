@@ -160,13 +160,13 @@ def _check_columns(dataset, args: SFTConfig, name: str, formatting: bool) -> Non
 
 def _assistant_only(dataset, tokenizer, turns: str):
     """A ``messages`` data set as (input_ids, labels) with loss on the assistant turns only (``turns``: all or the
-    last), as the pipeline trains (mars.training.train.tokenize_conversation); any other data set unchanged (TRL's
+    last), as the pipeline trains (mars.training.data.tokenize_conversation); any other data set unchanged (TRL's
     prompt-completion format already trains the completion only). An example with no assistant turn to train on is
     one ValueError, before any work (TRL would drop it silently, and with none left fail with "num_samples=0")."""
     if dataset is None or "messages" not in dataset.column_names or "input_ids" in dataset.column_names:
         return dataset
+    from mars.training.data import tokenize_conversation
     from mars.training.objective import IGNORE
-    from mars.training.train import tokenize_conversation
 
     def tokenize(example):
         ids, labels = tokenize_conversation(tokenizer, example["messages"], turns=turns)
@@ -377,7 +377,7 @@ Framework versions: TRL {version("trl")}, Transformers {version("transformers")}
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if (
             not model.training
-        ):  # evaluation: the held-out NEXT-TOKEN loss (mars.training.train.eval_datasets), as AR SFT's
+        ):  # evaluation: the held-out NEXT-TOKEN loss (mars.training.data.eval_datasets), as AR SFT's
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         mode = "train"
         batch = build_dual_stream(
