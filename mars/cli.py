@@ -27,7 +27,7 @@ def _one_source(args, flags: tuple[str, ...]) -> None:
 
 def _world(args) -> None:
     from mars.pipeline.config import load_config, validate_section
-    from mars.pipeline.experiments import parse_job
+    from mars.pipeline.jobs import parse_job
 
     _one_source(args, ("config",))
     world = validate_section("world", parse_job(args.job)) if args.job else load_config(args.config)["world"]
@@ -53,7 +53,7 @@ def _train(args) -> None:
     from dataclasses import fields
 
     from mars.pipeline.config import DEFAULT_RESULTS_DIR, TrainSpec, check_spec, load_config
-    from mars.pipeline.experiments import parse_job, train_job
+    from mars.pipeline.jobs import parse_job, train_job
     from mars.training.train import train
 
     _one_source(args, ("config", "model"))
@@ -87,7 +87,7 @@ def _train(args) -> None:
 
 
 def _distill(args) -> None:
-    from mars.pipeline.experiments import parse_job
+    from mars.pipeline.jobs import parse_job
     from mars.training.distill import distill
 
     job = parse_job(args.job, ("split", "batch_size", "max_new_tokens", "threads")) if args.job else {}
@@ -192,7 +192,7 @@ BENCH_SETTINGS = (
 def _bench(args) -> None:
     from mars.bench.wallclock import run_bench
     from mars.pipeline.config import DEFAULT_RESULTS_DIR, check_bench_settings, schema_defaults, validate_flags
-    from mars.pipeline.experiments import parse_job
+    from mars.pipeline.jobs import parse_job
 
     settings = {k: v for k, v in schema_defaults("bench").items() if k in BENCH_SETTINGS}
     settings["dtype"] = schema_defaults("eval")["dtype"]  # (evaluations and the benchmark load models alike)
@@ -246,7 +246,7 @@ def _speculate(args) -> None:
     from mars.bench.speculative import ROLES, run_speculate
     from mars.decoding.generation import default_window
     from mars.pipeline.config import DEFAULT_RESULTS_DIR, schema_defaults, validate_flags
-    from mars.pipeline.experiments import parse_job
+    from mars.pipeline.jobs import parse_job
 
     # the section's defaults (its model names are not among them: the checkpoints are flags), and the evaluations'
     # acceptance metric and dtype
@@ -302,7 +302,8 @@ FIGURES = {
 
 def _report(args) -> None:
     from mars.pipeline.config import DEFAULT_RESULTS_DIR, load_config
-    from mars.pipeline.experiments import STUDY_TABLE, parse_job, study_job, table_job
+    from mars.pipeline.experiments import STUDY_TABLE
+    from mars.pipeline.jobs import parse_job, study_job, table_job
 
     _one_source(args, ("config", "name"))
     results_dir = args.results_dir or DEFAULT_RESULTS_DIR

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from mars.pipeline import experiments as X
+from mars.pipeline import jobs as J
 from mars.pipeline.config import ConfigError, check_model_references, validate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,12 +130,12 @@ def test_table8_uses_the_configs_sweep_taus():
 
 def test_eval_job_decodes_with_the_trained_block_size():
     cfg = config()
-    assert X.eval_job(cfg, "mars_b16", "mars", 0.9, "probability", "eval")["block_size"] == 16
-    assert X.eval_job(cfg, "block_diffusion_b4", "block_diffusion", 1.0, "probability", "eval")["block_size"] == 4
-    assert X.eval_job(cfg, "ar_sft_5ep", "jacobi", 1.0, "probability", "eval")["block_size"] == 4
-    assert X.eval_job(cfg, "ar_sft_5ep", "ar", 1.0, "probability", "eval")["block_size"] == 1
+    assert J.eval_job(cfg, "mars_b16", "mars", 0.9, "probability", "eval")["block_size"] == 16
+    assert J.eval_job(cfg, "block_diffusion_b4", "block_diffusion", 1.0, "probability", "eval")["block_size"] == 4
+    assert J.eval_job(cfg, "ar_sft_5ep", "jacobi", 1.0, "probability", "eval")["block_size"] == 4
+    assert J.eval_job(cfg, "ar_sft_5ep", "ar", 1.0, "probability", "eval")["block_size"] == 1
     with pytest.raises(ConfigError, match="not a MARS"):
-        X.eval_job(cfg, "ar_sft_5ep", "mars", 0.9, "probability", "eval")
+        J.eval_job(cfg, "ar_sft_5ep", "mars", 0.9, "probability", "eval")
 
 
 def test_defaults_live_in_the_schema():
@@ -159,12 +160,12 @@ def test_defaults_live_in_the_schema():
 
 def test_job_params_are_canonical():
     """The same settings give the same param text whatever the key order (so Snakemake sees no false change)."""
-    assert X.as_param({"b": 1, "a": {"y": 2, "x": 1}}) == X.as_param({"a": {"x": 1, "y": 2}, "b": 1})
-    assert X.parse_job(X.as_param({"a": 1})) == {"a": 1}
+    assert J.as_param({"b": 1, "a": {"y": 2, "x": 1}}) == J.as_param({"a": {"x": 1, "y": 2}, "b": 1})
+    assert J.parse_job(J.as_param({"a": 1})) == {"a": 1}
     with pytest.raises(ConfigError, match="not valid JSON"):
-        X.parse_job("{a: 1}")
+        J.parse_job("{a: 1}")
     with pytest.raises(ConfigError, match="unknown setting 'zz'"):
-        X.parse_job('{"zz": 1}', allowed=("a",))
+        J.parse_job('{"zz": 1}', allowed=("a",))
 
 
 def test_command_line_overrides_arrive_typed():
@@ -198,18 +199,18 @@ def test_the_draft_chain_changes_no_existing_job(name):
     drafts = X.draft_models(new)
     assert drafts == {m for m in new["models"] if m.startswith("draft_")} and len(drafts) >= 2
     for model in old["models"]:
-        job = X.train_job(new, model)
-        assert job == X.train_job(old, model), model
+        job = J.train_job(new, model)
+        assert job == J.train_job(old, model), model
         if X.derived(old, model) is None:  # (the study's bases of other sizes start from an architecture)
             assert not {"architecture", "base_model", "layers"} & set(job["spec"])  # unset: out of the param
     assert X.all_settings(new) == X.all_settings(old)
-    assert X.bench_job(new) == X.bench_job(old)
+    assert J.bench_job(new) == J.bench_job(old)
     for table in X.tables(old):
-        assert X.table_job(new, table) == X.table_job(old, table), table
+        assert J.table_job(new, table) == J.table_job(old, table), table
     assert set(X.tables(new)) - set(X.tables(old)) == {"table6"}
     # the drafts' own params carry their smaller start: a fresh architecture, another hub model, or a trained
     # model's first layers
-    specs = [X.train_job(new, m)["spec"] for m in drafts]
+    specs = [J.train_job(new, m)["spec"] for m in drafts]
     firsts = [s for s in specs if s["init"] == "world" or "layers" in s]
     assert firsts and all(("architecture" in s) + ("base_model" in s) + ("layers" in s) == 1 for s in firsts)
 
@@ -222,10 +223,10 @@ def test_table6_job_names_its_models_and_their_ancestors():
         "draft_ar": "draft_ar_sft_5ep",
         "draft_mars": "draft_mars_b4",
     }
-    job = X.table_job(cfg, "table6")
+    job = J.table_job(cfg, "table6")
     assert set(job["models"]) == {"base", "ar_sft_5ep", "mars_b4", "draft_base", "draft_ar_sft_5ep", "draft_mars_b4"}
     assert job["models"]["draft_mars_b4"]["trained"]["block_size"] == 4
-    spec = X.speculate_job(cfg)
+    spec = J.speculate_job(cfg)
     assert spec["block_size"] == 4 and spec["prompts"] == "world" and spec["k"] == 4 and spec["tau"] == 0.95
 
 
@@ -244,9 +245,9 @@ def test_seeds_expand_to_paired_runs_and_rows_carry_them():
         assert cfg["models"][f"mars_b4_seed{seed}"]["init"] == f"ar_sft_5ep_seed{seed}"
         assert cfg["models"][f"mars_nolar_b4_seed{seed}"]["init"] == f"ar_sft_5ep_seed{seed}"
         assert cfg["models"][f"ar_sft_5ep_seed{seed}"]["init"] == "base"
-        assert X.train_job(cfg, f"mars_b4_seed{seed}")["spec"]["seed"] == seed
+        assert J.train_job(cfg, f"mars_b4_seed{seed}")["spec"]["seed"] == seed
         # the run differs from the seed-0 model in its seed (and start) only
-        a, b = X.train_job(cfg, "mars_b4")["spec"], X.train_job(cfg, f"mars_b4_seed{seed}")["spec"]
+        a, b = J.train_job(cfg, "mars_b4")["spec"], J.train_job(cfg, f"mars_b4_seed{seed}")["spec"]
         assert {k for k in a if a[k] != b[k]} == {"seed", "init"}
     table2 = {r.setting.model: r for r in X.table_rows(cfg, "table2")}
     assert [s.model for s in table2["mars_b4"].replicates] == ["mars_b4_seed1", "mars_b4_seed2"]
@@ -341,11 +342,11 @@ def test_smollm2_config_starts_from_the_imported_model_and_drops_the_rows_it_doe
 def test_real_tasks_run_the_paper_profile_on_the_workflows_own_humaneval_mirror():
     cfg = validate(yaml.safe_load((ROOT / "configs" / "smollm2-135m.yaml").read_text()))
     assert X.tables(cfg)[-1] == X.REAL_TABLE
-    job = X.eval_job(cfg, "mars_b4", "mars", 0.95, "probability", "real")
+    job = J.eval_job(cfg, "mars_b4", "mars", 0.95, "probability", "real")
     assert (job["profile"], job["tasks"], job["block_size"]) == ("paper", "humaneval", 4)
     assert job["harness_data"] == "results/smollm2-135m/harness"
     # the six families of the same model stay the tiny profile's, and their jobs do not name the mirror
-    tiny = X.eval_job(cfg, "mars_b4", "mars", 0.95, "probability", "eval")
+    tiny = J.eval_job(cfg, "mars_b4", "mars", 0.95, "probability", "eval")
     assert tiny["profile"] == "tiny" and "harness_data" not in tiny
     real = [s for s in X.all_settings(cfg) if s.kind == "real"]
     assert [(s.model, s.tau) for s in real] == [
@@ -368,18 +369,18 @@ def test_the_bench_kernel_enters_the_bench_param_only_when_set():
     """``bench.cpu_linear`` was added after benches had run: at its default it stays out of the job (no finished
     bench reruns); set, it is the job's setting."""
     default = config("configs/smoke.yaml")
-    assert default["bench"]["cpu_linear"] == "default" and "cpu_linear" not in X.bench_job(default)
+    assert default["bench"]["cpu_linear"] == "default" and "cpu_linear" not in J.bench_job(default)
     packed = config("configs/smoke.yaml", edit=lambda c: c["bench"].update(cpu_linear="onednn_packed"))
-    assert X.bench_job(packed) == {**X.bench_job(default), "cpu_linear": "onednn_packed"}
-    assert X.bench_job(config("configs/smollm2-135m.yaml"))["cpu_linear"] == "onednn_packed"
+    assert J.bench_job(packed) == {**J.bench_job(default), "cpu_linear": "onednn_packed"}
+    assert J.bench_job(config("configs/smollm2-135m.yaml"))["cpu_linear"] == "onednn_packed"
 
 
 def test_the_bench_settings_enter_the_bench_param_only_when_set_and_must_keep_the_reference():
     """``bench.settings`` was added after benches had run: at its default (every decoder) it stays out of the job."""
     default = config("configs/smoke.yaml")
-    assert "settings" not in X.bench_job(default)
+    assert "settings" not in J.bench_job(default)
     picked = ["ar_hf_kv", "mars_block", "mars_cursor"]
     chosen = config("configs/smoke.yaml", edit=lambda c: c["bench"].update(settings=picked))
-    assert X.bench_job(chosen) == {**X.bench_job(default), "settings": picked}
+    assert J.bench_job(chosen) == {**J.bench_job(default), "settings": picked}
     with pytest.raises(ConfigError, match=r"^config key 'bench.settings': must include mars_cursor \("):
         config("configs/smoke.yaml", edit=lambda c: c["bench"].update(settings=["ar_hf_kv", "mars_tau1"]))

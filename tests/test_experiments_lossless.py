@@ -6,6 +6,7 @@ import re
 import pytest
 
 from mars.pipeline import experiments as X
+from mars.pipeline import jobs as J
 from mars.pipeline.config import ConfigError
 from tests.test_experiments import config
 
@@ -26,7 +27,7 @@ def test_the_default_config_decodes_its_lossless_model_at_the_sweep_taus_below_o
         "results/tiny/sweep/mars_b4/mars_lossless-tau0.5-probability/humaneval.json",
     ]
     assert X.parse_setting(setting.name) == ("mars_lossless", 0.5, "probability")  # (the "_" is no separator)
-    job = X.eval_job(cfg, "mars_b4", "mars_lossless", 0.5, "probability", "sweep")
+    job = J.eval_job(cfg, "mars_b4", "mars_lossless", 0.5, "probability", "sweep")
     assert (job["method"], job["tau"], job["block_size"], job["tasks"]) == (
         "mars_lossless",
         0.5,
@@ -38,10 +39,10 @@ def test_the_default_config_decodes_its_lossless_model_at_the_sweep_taus_below_o
 def test_lossless_models_decode_with_their_trained_block_size_and_follow_the_bench_model_by_default():
     cfg = config(edit=lambda c: c["eval"].update(lossless_models=["mars_b16", "mars_nolar_b8"]))
     assert {s.model for s in lossless(cfg)} == {"mars_b16", "mars_nolar_b8"}
-    assert X.eval_job(cfg, "mars_b16", "mars_lossless", 0.8, "probability", "sweep")["block_size"] == 16
-    assert X.eval_job(cfg, "mars_nolar_b8", "mars_lossless", 0.8, "probability", "sweep")["block_size"] == 8
+    assert J.eval_job(cfg, "mars_b16", "mars_lossless", 0.8, "probability", "sweep")["block_size"] == 16
+    assert J.eval_job(cfg, "mars_nolar_b8", "mars_lossless", 0.8, "probability", "sweep")["block_size"] == 8
     with pytest.raises(ConfigError, match="not a MARS"):
-        X.decoding_block_size(cfg, "ar_sft_5ep", "mars_lossless")
+        J.decoding_block_size(cfg, "ar_sft_5ep", "mars_lossless")
     # null (the schema's default): the benchmark's model
     cfg = config(edit=lambda c: [c["eval"].pop("lossless_models"), c["bench"].update(model="mars_b8")])
     assert cfg["eval"]["lossless_models"] is None and {s.model for s in lossless(cfg)} == {"mars_b8"}
@@ -74,13 +75,13 @@ def test_lossless_rows_add_jobs_and_change_none(name):
     assert [s for s in X.all_settings(on) if s.method != "mars_lossless"] == before
     for s in before:
         args = (s.model, s.method, s.tau, s.metric, s.kind)
-        assert X.as_param(X.eval_job(on, *args)) == X.as_param(X.eval_job(off, *args))
-    assert X.as_param(X.bench_job(on)) == X.as_param(X.bench_job(off))
+        assert J.as_param(J.eval_job(on, *args)) == J.as_param(J.eval_job(off, *args))
+    assert J.as_param(J.bench_job(on)) == J.as_param(J.bench_job(off))
     for model in on["models"]:
-        assert X.as_param(X.train_job(on, model)) == X.as_param(X.train_job(off, model))
+        assert J.as_param(J.train_job(on, model)) == J.as_param(J.train_job(off, model))
     for table in X.TABLES:
         if table != "table8":
-            assert X.as_param(X.table_job(on, table)) == X.as_param(X.table_job(off, table)), table
+            assert J.as_param(J.table_job(on, table)) == J.as_param(J.table_job(off, table)), table
     rows = X.table_rows(on, "table8")
     assert [r for r in rows if r.setting.method == "mars"] == X.table_rows(off, "table8")
     methods = [(r.setting.model, r.setting.method) for r in rows]

@@ -12,6 +12,7 @@ import yaml
 import mars.bench.wallclock as bench
 from mars.decoding.generation import encode_prompts, load_model
 from mars.pipeline import experiments as X
+from mars.pipeline import jobs as J
 from mars.pipeline.config import validate
 from mars.training.data import load_records
 from tests.test_generation import hf_greedy
@@ -26,7 +27,7 @@ def test_the_lossless_sweep_job_scores_exactly_what_greedy_decoding_scores(train
     [setting] = [s for s in X.table_settings(cfg, "table8") if s.method == "mars_lossless"]
     records = {}
     for s in (setting, X.Setting(setting.model, "mars", 1.0, setting.metric, "sweep")):
-        job = X.eval_job(cfg, s.model, s.method, s.tau, s.metric, s.kind)  # as the workflow hands it to mars eval
+        job = J.eval_job(cfg, s.model, s.method, s.tau, s.metric, s.kind)  # as the workflow hands it to mars eval
         assert job["tasks"] == "tiny_gsm8k,tiny_humaneval" and job["block_size"] == 4
         # (not the smoke config's experiment: the session's MLflow store would then keep this test's artifact
         # folder for it, and the smoke pipeline's runs would log their artifacts there)

@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file
 
 from mars.pipeline.config import load_config
-from mars.pipeline.experiments import train_job
+from mars.pipeline.jobs import train_job
 from mars.report.tables import with_machine
 from mars.repro import KERNEL_VARIABLES, machine_class, reproducible_env
 

@@ -141,7 +141,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 def eval_settings(args: argparse.Namespace) -> dict:
     """The settings of one run: explicit flags over the --job JSON; what neither gives, evaluate() takes from the
     config schema's defaults."""
-    from mars.pipeline.experiments import parse_job
+    from mars.pipeline.jobs import parse_job
 
     settings = parse_job(args.job, allowed=EVAL_SETTINGS) if args.job else {}
     settings.update({key: getattr(args, key) for key in EVAL_SETTINGS if getattr(args, key, None) is not None})

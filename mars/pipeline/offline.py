@@ -280,7 +280,7 @@ def _run(args) -> None:
     import json
 
     from mars.pipeline.config import load_config
-    from mars.pipeline.experiments import parse_job
+    from mars.pipeline.jobs import parse_job
 
     if bool(args.job) == bool(args.config):
         raise ConfigError("give either --job or --config")

@@ -4,7 +4,7 @@
         --output results/tables/table2.csv
 
 writes ``table2.csv`` plus ``table2.md`` (Markdown) and ``table2.tex`` (LaTeX, booktabs) next to it. The rows are
-the job's (``mars.pipeline.experiments.table_job``: the one declaration of every table); a declared row without its
+the job's (``mars.pipeline.jobs.table_job``, from the one declaration of every table); a declared row without its
 evaluation, or a model whose checkpoint was trained differently than the config says, is an error, never a silently
 missing or stale row. Scores are percentages; ``tpf`` = tokens per forward; each row carries the decoding settings
 its numbers came from (method, tau, block size, cache, generation budget).

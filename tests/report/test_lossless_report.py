@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from mars.pipeline import experiments as X
+from mars.pipeline import jobs as J
 from mars.pipeline.config import ConfigError, validate
 from mars.report import fig3
 from mars.report.tables import make_table
@@ -82,7 +83,7 @@ def test_table5_shows_the_lossless_row_without_a_paper_number(cfg, tmp_path):
         "mars_authors_block_32",
     ]
     bench_csv(tmp_path / "bench.csv", settings)
-    frame = make_table(X.table_job(cfg, "table5"), None, tmp_path / "table5.csv", bench_csv=tmp_path / "bench.csv")
+    frame = make_table(J.table_job(cfg, "table5"), None, tmp_path / "table5.csv", bench_csv=tmp_path / "bench.csv")
     assert list(frame.setting) == settings * 2
     lossless = frame[frame.setting == "mars_lossless"]
     assert list(lossless.batch_size) == [4, 8]

@@ -10,6 +10,7 @@ import yaml
 from safetensors.torch import save_file
 
 from mars.pipeline import experiments as X
+from mars.pipeline import jobs as J
 from mars.pipeline.config import validate
 from mars.report.fig_scaling import heldout, scaling
 from mars.report.scaling import parameter_count
@@ -69,7 +70,7 @@ def avg(model, setting):
 
 def test_scaling_table_numbers(cfg, tmp_path):
     results, files = fake_outputs(cfg, tmp_path)
-    frame = make_table(X.study_job(cfg), results, tmp_path / "t" / "scaling.csv", inputs=files).set_index("point")
+    frame = make_table(J.study_job(cfg), results, tmp_path / "t" / "scaling.csv", inputs=files).set_index("point")
     assert list(frame.index) == ["default", "h16", "x2"]
     assert list(frame.axis) == ["default", "model size", "SFT set size"]
     one, fast = "mars-tau1-probability", "mars-tau0.5-probability"

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from mars.pipeline import experiments as X
+from mars.pipeline import jobs as J
 from mars.pipeline.config import ConfigError, train_spec, validate
 from mars.report.tables import make_table
 
@@ -76,10 +77,10 @@ def outputs(cfg, tmp_path: Path, table: str, run_config_edit=None) -> tuple[dict
                 setting.model,
                 setting.name,
                 family,
-                X.decoding_block_size(cfg, setting.model, setting.method),
+                J.decoding_block_size(cfg, setting.model, setting.method),
             )
             files.append(path)
-    return X.table_job(cfg, table), results, files
+    return J.table_job(cfg, table), results, files
 
 
 def test_table2_rows_scores_averages_and_the_settings_they_came_from(cfg, tmp_path):

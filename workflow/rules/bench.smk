@@ -19,7 +19,7 @@ rule bench:
         csv=str(RESULTS / "bench" / "bench.csv"),
         json=str(RESULTS / "bench" / "bench.json"),
     params:
-        job=X.as_param(X.bench_job(config)),
+        job=J.as_param(J.bench_job(config)),
         out=str(RESULTS / "bench"),
         data=str(WORLD / "data"),
     threads: config["bench"]["threads"]  # fixed (not --cores) so a SLURM job measures the same thing

@@ -1,10 +1,11 @@
-# Paths and helpers shared by every stage. What each job runs with comes from mars.pipeline.experiments, handed to the
+# Paths and helpers shared by every stage. What each job runs with comes from mars.pipeline.jobs, handed to the
 # job as one `job` param (canonical JSON): Snakemake reruns a job exactly when that param, its inputs or its code
 # change.
 import shlex
 from pathlib import Path
 
 from mars.pipeline import experiments as X
+from mars.pipeline import jobs as J
 from mars.pipeline.config import train_spec
 from mars.pipeline.offline import offline_env, prefetch_job
 

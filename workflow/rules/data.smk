@@ -21,7 +21,7 @@ rule world:
         out=str(WORLD),
         # world.start is not the world's business (the rule import_start brings the model): left out of the param,
         # so that adding that key did not rebuild every existing world
-        job=X.as_param({k: v for k, v in config["world"].items() if k != "start"}),
+        job=J.as_param({k: v for k, v in config["world"].items() if k != "start"}),
     conda:
         "../../envs/train.yaml"
     log:
@@ -39,7 +39,7 @@ if START:
         output:
             directory(START),
         params:
-            job=X.as_param({"start": config["world"]["start"]}),
+            job=J.as_param({"start": config["world"]["start"]}),
         log:
             str(RESULTS / "logs" / "import_start.log"),
         benchmark:

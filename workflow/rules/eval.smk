@@ -23,7 +23,7 @@ def eval_inputs(wildcards):
 
 def eval_params(kind):
     return dict(
-        job=lambda wildcards: X.as_param(X.eval_job(config, wildcards.model, wildcards.method, float(wildcards.tau),
+        job=lambda wildcards: J.as_param(J.eval_job(config, wildcards.model, wildcards.method, float(wildcards.tau),
                                                     wildcards.metric, kind)),
         model=lambda wildcards: model_path(wildcards.model),
         data=str(WORLD / "data"),

@@ -9,7 +9,7 @@ if OFFLINE_CACHE:
         output:
             PREFETCH_FLAG,
         params:
-            job=X.as_param(prefetch_job(config)),
+            job=J.as_param(prefetch_job(config)),
             cache=OFFLINE_CACHE,
         localrule: True
         conda:

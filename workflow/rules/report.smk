@@ -9,7 +9,7 @@ REPORT_COMMAND = "mars report {params.what} --job {params.job:q} --results-dir {
 
 
 def report_job(**job):
-    return X.as_param({"experiment": config["name"], **job})
+    return J.as_param({"experiment": config["name"], **job})
 
 
 rule table:
@@ -22,7 +22,7 @@ rule table:
         tex=str(TABLES / "{table}.tex"),
     params:
         what="table",
-        job=lambda wildcards: X.as_param(X.table_job(config, wildcards.table)),
+        job=lambda wildcards: J.as_param(J.table_job(config, wildcards.table)),
     wildcard_constraints:
         table="|".join(EVAL_TABLES),
     conda:
@@ -42,7 +42,7 @@ rule table5:
         tex=str(TABLES / "table5.tex"),
     params:
         what="table",
-        job=X.as_param(X.table_job(config, "table5")),
+        job=J.as_param(J.table_job(config, "table5")),
     conda:
         "../../envs/report.yaml"
     log:
@@ -61,7 +61,7 @@ rule cost_table:
         tex=str(TABLES / "cost.tex"),
     params:
         what="table",
-        job=X.as_param(X.table_job(config, "cost")),
+        job=J.as_param(J.table_job(config, "cost")),
     conda:
         "../../envs/report.yaml"
     log:
@@ -82,7 +82,7 @@ if SPEC_MODELS:
             tex=str(TABLES / "table6.tex"),
         params:
             what="table",
-            job=X.as_param(X.table_job(config, X.SPEC_TABLE)),
+            job=J.as_param(J.table_job(config, X.SPEC_TABLE)),
         conda:
             "../../envs/report.yaml"
         log:
@@ -104,7 +104,7 @@ if config["eval"]["real_tasks"]:
             tex=str(TABLES / "real_model.tex"),
         params:
             what="table",
-            job=X.as_param(X.table_job(config, X.REAL_TABLE)),
+            job=J.as_param(J.table_job(config, X.REAL_TABLE)),
         conda:
             "../../envs/report.yaml"
         log:
@@ -202,7 +202,7 @@ if config.get("study"):
             tex=str(TABLES / "scaling.tex"),
         params:
             what="table",
-            job=X.as_param(X.study_job(config)),
+            job=J.as_param(J.study_job(config)),
         conda:
             "../../envs/report.yaml"
         log:
@@ -252,7 +252,7 @@ if config.get("curve"):
             tex=str(TABLES / "curve.tex"),
         params:
             what="table",
-            job=X.as_param(X.table_job(config, X.CURVE_TABLE)),
+            job=J.as_param(J.table_job(config, X.CURVE_TABLE)),
         conda:
             "../../envs/report.yaml"
         log:

@@ -22,7 +22,7 @@ if SPEC_MODELS:
             csv=str(RESULTS / "speculative" / "spec.csv"),
             json=str(RESULTS / "speculative" / "spec.json"),
         params:
-            job=X.as_param(X.speculate_job(config)),
+            job=J.as_param(J.speculate_job(config)),
             out=str(RESULTS / "speculative"),
             data=str(WORLD / "data"),
         threads: config["speculative"]["threads"]  # fixed (not --cores) so a SLURM job measures the same thing

@@ -14,7 +14,7 @@ rule train:
     output:
         directory(str(RESULTS / "models" / "{model}")),
     params:
-        job=lambda wildcards: X.as_param(X.train_job(config, wildcards.model)),
+        job=lambda wildcards: J.as_param(J.train_job(config, wildcards.model)),
         init=lambda wildcards: init_path(wildcards.model),
         data=lambda wildcards: train_data_dir(wildcards.model),
         threads=lambda wildcards: train_spec(config, wildcards.model).threads or 1,
@@ -48,7 +48,7 @@ rule distill:
         directory(str(RESULTS / "distilled" / "{init}" / "{split}")),
     params:
         # the decoding budget is the evaluations' (a gold answer is far shorter); batch 32 (throughput only)
-        job=lambda wildcards: X.as_param(
+        job=lambda wildcards: J.as_param(
             {"split": wildcards.split, "batch_size": 32, "max_new_tokens": config["eval"]["max_gen_toks"],
              "threads": config["training"]["threads"] or 1}
         ),
