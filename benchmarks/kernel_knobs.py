@@ -16,8 +16,11 @@ bit-identical); a case ``<case>+threads=2`` is compared with ``<case>`` instead.
 same variables and threads, then trains with ``training.kernels: reproducible`` (mars/repro.py), whose own
 variables win; it is compared with ``repro/reference`` (its MARS runs start from that case's base).
 
-    mars world --config CONFIG --output /tmp/world          # any tiny world; the default's model size is the point
     python benchmarks/kernel_knobs.py --world /tmp/world --steps 30 --output /tmp/knobs.json
+
+``--world`` is built first if it does not exist: config.yaml's world (the default's model, tokenizer size and
+generators) with 40 problems per family in the SFT and pre-training sets (``SMALL_WORLD``), as measured for the
+README; any tiny world folder can be given instead.
 """
 
 from __future__ import annotations
@@ -49,6 +52,22 @@ CASES = {
 # "<case>+threads=2": that case's variables with two threads, compared with that case (run in the same call)
 for _name in ("ATEN_CPU_CAPABILITY=avx2", "MKL_CBWR=COMPATIBLE", "MKL_CBWR=COMPATIBLE,STRICT"):
     CASES[f"{_name}+threads=2"] = (CASES[_name][0], 2, False, False)
+
+
+# config.yaml's world, smaller sets: the model and its shapes are the default's, the data builds in seconds
+SMALL_WORLD = {"train_per_family": 40, "pretrain_per_family": 40, "heldout_per_family": 0, "test_per_family": 4}
+SMALL_WORLD["sft_scales"] = []
+
+
+def ensure_world(folder: Path) -> Path:
+    """``folder`` as a tiny world: built from config.yaml's world with :data:`SMALL_WORLD` if it does not exist."""
+    if not folder.exists():
+        from mars.pipeline.config import load_config
+        from mars.world.build import build_world
+
+        world = load_config(Path(__file__).resolve().parents[1] / "config.yaml")["world"]
+        build_world({**world, **SMALL_WORLD}, folder)
+    return folder
 
 
 def child(args) -> None:
@@ -138,7 +157,7 @@ def main() -> None:
         args.output = str(args.output)
         return child(args)
     tmp = Path(tempfile.mkdtemp(prefix="kernel-knobs-"))
-    data, rows = args.world / "data", []
+    data, rows = ensure_world(args.world) / "data", []
     references, outputs = {}, {}
     for mode in ("plain", "repro"):
         names = [c for c in args.cases if c.startswith("repro/") == (mode == "repro")]
