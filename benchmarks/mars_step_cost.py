@@ -27,7 +27,6 @@ import torch
 
 from mars.pipeline.config import load_config, train_spec
 from mars.training.data import build_dataset, load_records
-from mars.training.objective import build_dual_stream, pack_dual_stream
 from mars.training.train import load_init, make_trainer
 
 LAYOUTS = ("padded", "packed")
@@ -39,21 +38,13 @@ def step_batches(trainer, steps: int) -> list[tuple[list[dict], torch.Tensor]]:
     return [trainer.get_batch_samples(iterator, accumulation, torch.device("cpu")) for _ in range(steps)]
 
 
+def in_layout(trainer, inputs: dict, layout: str):
+    trainer.layout = layout
+    return trainer.dual_stream(inputs)
+
+
 def tokens_fed(trainer, micro_batches: list[dict], layout: str) -> int:
-    total = 0
-    for inputs in micro_batches:
-        batch = build_dual_stream(
-            inputs["input_ids"],
-            inputs["attention_mask"],
-            inputs["labels"],
-            mask_token_id=trainer.mask_token_id,
-            block_size=trainer.block_size,
-            variant=trainer.variant,
-        )
-        if layout == "packed":
-            batch = pack_dual_stream(batch, block_size=trainer.block_size, variant=trainer.variant)
-        total += batch.input_ids.numel()
-    return total
+    return sum(in_layout(trainer, inputs, layout).input_ids.numel() for inputs in micro_batches)
 
 
 def run_step(trainer, micro_batches: list[dict], count, layout: str) -> tuple[float, float, list[torch.Tensor]]:
@@ -75,15 +66,7 @@ def matmul_floor(trainer, micro_batches: list[dict], reps: int) -> float:
     head = model.get_output_embeddings()
     shapes = []
     for inputs in micro_batches:
-        batch = build_dual_stream(
-            inputs["input_ids"],
-            inputs["attention_mask"],
-            inputs["labels"],
-            mask_token_id=trainer.mask_token_id,
-            block_size=trainer.block_size,
-            variant=trainer.variant,
-        )
-        packed = pack_dual_stream(batch, block_size=trainer.block_size, variant=trainer.variant)
+        packed = in_layout(trainer, inputs, "packed")
         rows, targets = packed.input_ids.shape[1], int((packed.targets != -100).sum())
         for module in model.modules():
             if isinstance(module, torch.nn.Linear):

@@ -374,12 +374,8 @@ Framework versions: TRL {version("trl")}, Transformers {version("transformers")}
             self._metrics[mode]["loss_ar"] = [float(sums[1]) / count]
         super().log(logs, start_time)
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        if (
-            not model.training
-        ):  # evaluation: the held-out NEXT-TOKEN loss (mars.training.data.eval_datasets), as AR SFT's
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        mode = "train"
+    def dual_stream(self, inputs: dict):
+        """One micro-batch's dual-stream input in the configured ``layout`` (the same loss in each)."""
         batch = build_dual_stream(
             inputs["input_ids"],
             inputs["attention_mask"],
@@ -393,6 +389,15 @@ Framework versions: TRL {version("trl")}, Transformers {version("transformers")}
         )
         if self.layout == "packed":
             batch = pack_dual_stream(batch, block_size=self.block_size, variant=self.variant)
+        return batch
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if (
+            not model.training
+        ):  # evaluation: the held-out NEXT-TOKEN loss (mars.training.data.eval_datasets), as AR SFT's
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        mode = "train"
+        batch = self.dual_stream(inputs)
         counted = num_items_in_batch is not None
         if not counted:
             # No count of the accumulated batch: normalise per micro-batch and average over accumulation steps.
