@@ -486,6 +486,19 @@ def test_the_learning_curve_schedules_its_chain_the_distillation_and_its_evaluat
             "'a' has another init",
         ),
         (
+            {
+                "a": {"method": "mars", "init": "ar_sft_5ep", "block_size": 4, "max_steps": 8, "stop_at_step": 2},
+                "b": {"method": "mars", "init": "ar_sft_5ep", "block_size": 4, "max_steps": 9, "resume_from": "a"},
+            },
+            None,
+            "'a' has another max_steps (8, not 9)",
+        ),
+        (
+            {"a": {"method": "mars", "init": "ar_sft_5ep", "block_size": 4, "max_steps": 8, "stop_at_step": 8}},
+            None,
+            "'models.a.stop_at_step': 8, but its schedule ends at step 8 (max_steps)",
+        ),
+        (
             {"s": {"method": "mars", "init": "world", "block_size": 4, "w_ar": 1.0, "targets": "self_greedy"}},
             None,
             "needs an init model that answers",

@@ -445,12 +445,17 @@ def check_chains_and_curve(config: dict) -> None:
                 raise ConfigError(f"config key 'models.{name}.resume_from': {parent!r} is not a model entry")
             if models[parent].get("stop_at_step") is None:
                 raise ConfigError(f"config key 'models.{name}.resume_from': {parent!r} has no stop_at_step")
-            for key in ("method", "init", "split", "targets"):
+            for key in ("method", "init", "split", "targets", "epochs", "max_steps"):  # (one schedule)
                 if models[parent].get(key) != entry.get(key):
                     raise ConfigError(
                         f"config key 'models.{name}.resume_from': {parent!r} has another {key} "
                         f"({models[parent].get(key)!r}, not {entry.get(key)!r})"
                     )
+        stop, steps = entry.get("stop_at_step"), entry.get("max_steps")
+        if stop is not None and steps is not None and steps > 0 and stop >= steps:
+            raise ConfigError(
+                f"config key 'models.{name}.stop_at_step': {stop}, but its schedule ends at step {steps} (max_steps)"
+            )
         if entry.get("targets", "gold") != "gold" and (entry["init"] == "world" or entry["method"] == "lm"):
             raise ConfigError(f"config key 'models.{name}.targets': self_greedy needs an init model that answers")
     curve = config.get("curve")
