@@ -369,6 +369,7 @@ RESULT_KEYS = {
     "lm_eval_version",
     "git_commit",
     "mlflow",
+    "machine",
     "samples",
 }
 SAMPLE_KEYS = {
@@ -811,3 +812,44 @@ def test_a_model_is_decoded_with_the_block_size_it_was_trained_with(trained_tiny
         )
         assert max(widths) == trained - 1 and record["model_args"]["block_size"] == trained
         assert record["model"]["trained_block_size"] == trained
+
+
+def test_until_replaces_the_tasks_stop_sequences(trained_tiny, tmp_path):
+    """``until`` replaces a task's own stop sequences (``[""]``: none, only EOS and the budget end an answer): each
+    answer is HF greedy ``generate``'s text on the same context, cut at the first given stop string."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import mars.evaluation.evaluate as ev
+
+    checkpoint = trained_tiny["ar"]
+
+    def run(until, name):
+        [(_, record)] = ev.evaluate(
+            model=checkpoint,
+            tasks="tiny_gsm8k",
+            data=trained_tiny["world"] / "data",
+            method="ar",
+            tau=1.0,
+            limit=2,
+            batch_size=2,
+            max_gen_toks=24,
+            output=tmp_path / name,
+            device="cpu",
+            until=until,
+        )
+        return record
+
+    free, cut, own = run([""], "free.json"), run([" "], "cut.json"), run(None, "own.json")
+    assert free["eval_args"]["until"] == [] and cut["eval_args"]["until"] == [" "] and "until" not in own["eval_args"]
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint).eval()
+    cut_somewhere = False
+    for a, b, c in zip(free["samples"], cut["samples"], own["samples"], strict=True):
+        assert a["prompt"] == b["prompt"] == c["prompt"]
+        ids = tokenizer(a["prompt"], return_tensors="pt", add_special_tokens=False).input_ids
+        out = model.generate(ids, max_new_tokens=24, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        text = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+        assert a["generation"] == text
+        assert b["generation"] == text.split(" ")[0]
+        cut_somewhere |= b["generation"] != text
+    assert cut_somewhere  # (the stop string occurs: the test can tell a replaced stop from an ignored one)

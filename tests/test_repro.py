@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file
 
 from mars.pipeline.config import load_config
-from mars.pipeline.jobs import train_job
+from mars.pipeline.jobs import eval_job, train_job
 from mars.report.tables import with_machine
 from mars.repro import KERNEL_VARIABLES, machine_class, reproducible_env
 
@@ -134,6 +134,38 @@ def test_train_jobs_carry_the_kernel_mode_only_when_it_is_not_the_default():
     assert "kernels" not in train_job(config, "mars_b4")["spec"]  # native: finished runs stay finished
     config["training"]["kernels"] = "reproducible"
     assert train_job(config, "mars_b4")["spec"]["kernels"] == "reproducible"
+
+
+def test_eval_jobs_decode_in_the_mode_their_models_train_in():
+    config = load_config(ROOT / "configs" / "smoke.yaml")
+    assert "kernels" not in eval_job(config, "mars_b4", "mars", 0.9, "probability", "eval")
+    config["training"]["kernels"] = "reproducible"
+    assert eval_job(config, "mars_b4", "mars", 0.9, "probability", "eval")["kernels"] == "reproducible"
+
+
+def test_mars_eval_decodes_with_the_kernels_its_mode_names_whatever_the_environment_chose(trained_tiny, tmp_path):
+    """``mars eval --kernels reproducible`` runs the mode's kernels though the environment asked for others, and its
+    record says so; without the flag the environment's choice stands (and is recorded)."""
+    avx512 = "avx512f" in Path("/proc/cpuinfo").read_text()
+    forced = {"ATEN_CPU_CAPABILITY": "avx512" if avx512 else "default", "MKL_CBWR": "AUTO"}
+    environment = {k: v for k, v in os.environ.items() if k not in KERNEL_VARIABLES} | forced
+    machines = {}
+    for mode in ("reproducible", None):
+        out = tmp_path / f"{mode}.json"
+        command = [sys.executable, "-m", "mars.cli", "eval", "--model", str(trained_tiny["ar"]), "--tasks"]
+        command += ["tiny_gsm8k", "--data", str(trained_tiny["world"] / "data"), "--method", "ar", "--tau", "1.0"]
+        command += ["--limit", "1", "--batch-size", "1", "--max-gen-toks", "8", "--output", str(out)]
+        command += ["--kernels", mode] if mode else []
+        done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        record = json.loads(out.read_text())
+        machines[mode] = record["machine"]
+        assert record["eval_args"].get("kernels") == mode
+    assert machines["reproducible"]["kernel_mode"] == "reproducible"
+    assert (machines["reproducible"]["cpu_capability"], machines["reproducible"]["mkl_cbwr"]) == ("AVX2", "COMPATIBLE")
+    assert machines[None]["kernel_mode"] == "native"
+    assert machines[None]["cpu_capability"] == ("AVX512" if avx512 else "DEFAULT")
+    assert machines[None]["mkl_cbwr"] == "AUTO"
 
 
 def test_tables_say_which_machine_class_and_mode_trained_each_row(tmp_path):

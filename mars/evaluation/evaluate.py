@@ -86,6 +86,8 @@ EVAL_SETTINGS = (
     "harness_data",
     "dtype",
     "mask_token",
+    "until",
+    "kernels",
 )
 
 
@@ -129,6 +131,20 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         help="paper profile: local mirror of the harness's data sets (mars.evaluation.tasks.mirror); default: the hub",
     )
     parser.add_argument("--mask-token", default=None, help="token used as [MASK] when the tokenizer has none")
+    parser.add_argument(
+        "--until",
+        action="append",
+        default=None,
+        metavar="TEXT",
+        help="replace every generation task's stop sequences by TEXT (repeat for several; '' for none: EOS and "
+        "--max-gen-toks end an answer), e.g. --until '```' to read HumanEval's answers up to their closing fence",
+    )
+    parser.add_argument(
+        "--kernels",
+        default=None,
+        choices=("native", "reproducible"),
+        help="CPU kernels: chosen per CPU (native, the default) or pinned alike on every x86-64 CPU (mars/repro.py)",
+    )
     parser.add_argument(
         "--output", required=True, help="result JSON (see 'mars.evaluation.evaluate' for several tasks)"
     )
@@ -295,13 +311,18 @@ def evaluate(
     dtype: str | None = None,
     harness_data: str | os.PathLike | None = None,
     mask_token: str | None = None,
+    until: list[str] | None = None,
+    kernels: str | None = None,
     bootstrap_iters: int = 1000,
     overwrite: bool = False,
 ) -> list[tuple[Path, dict]]:
     """Evaluate ``model`` on ``tasks``; writes one JSON per task and returns [(path, record)] (module docstring).
 
     A setting left None takes the config schema's ``eval`` default; the block size of a MARS or block-diffusion
-    decode defaults to the checkpoint's trained one (Jacobi: ``eval.jacobi_block_size``)."""
+    decode defaults to the checkpoint's trained one (Jacobi: ``eval.jacobi_block_size``). ``until`` replaces the
+    tasks' own stop sequences (``[""]``: none; recorded with the result); ``kernels`` selects the CPU kernels
+    (``training.kernels``' modes, mars/repro.py): a reproducible model is decoded with the kernels it was trained
+    with, so near-ties break alike on every machine."""
     from mars.checkpoints import _load_errors, check_checkpoint, checkpoint_error, trained_block_size
     from mars.decoding.generation import decoding_window, resolve_dtype
     from mars.decoding.settings import decoding_settings
@@ -319,8 +340,18 @@ def evaluate(
     from mars.fileio import check_writable
     from mars.pipeline.config import DEFAULT_RESULTS_DIR, schema_defaults
     from mars.pipeline.tracking import source_digest
+    from mars.repro import KERNEL_MODES, apply_kernel_mode, machine_facts
 
     source_digest()  # the resume key's code: the files this process runs, read before anything else loads
+    kernels = kernels or "native"
+    if kernels not in KERNEL_MODES:
+        raise ConfigError(f"--kernels must be one of {', '.join(KERNEL_MODES)}, got {kernels!r}")
+    apply_kernel_mode(kernels)  # (before any kernel runs: the variables are read then)
+    if until is not None:
+        until = [until] if isinstance(until, str) else list(until)
+        if not all(isinstance(u, str) for u in until):
+            raise ConfigError(f"--until takes text, got {until!r}")
+        until = [u for u in until if u]  # ('' alone: no stop sequence)
     # ---- every input check first: nothing runs, nothing is written on bad input
     model_path = check_checkpoint(model, "--model")
     defaults = schema_defaults("eval")
@@ -455,6 +486,9 @@ def evaluate(
                 "harness_data": str(harness_data) if harness_data else None,
                 "dtype": str(lm.model.dtype).removeprefix("torch."),
                 "bootstrap_iters": bootstrap_iters,
+                # (recorded where set: the published records' keys stay as they were)
+                **({"until": until} if until is not None else {}),
+                **({"kernels": kernels} if kernels != "native" else {}),
             }
             run_tags = {
                 "kind": "eval",
@@ -500,7 +534,7 @@ def evaluate(
                         apply_chat_template=True,
                         fewshot_as_multiturn=True,
                         log_samples=True,
-                        gen_kwargs={"max_gen_toks": max_gen_toks},
+                        gen_kwargs={"max_gen_toks": max_gen_toks, **({"until": until} if until is not None else {})},
                         bootstrap_iters=bootstrap_iters,
                         confirm_run_unsafe_code=True,
                     )  # model code runs only through mars.evaluation.sandbox (task metrics)
@@ -522,6 +556,7 @@ def evaluate(
                     eval_wall_time_s=elapsed,
                     primary_metric=primary,
                 )
+                record["machine"] = machine_facts(kernels)  # CPU, kernels in effect, threads, library versions
                 active = mlflow.active_run()
                 record["mlflow"] = {
                     "run_id": active.info.run_id if active else None,

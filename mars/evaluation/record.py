@@ -10,7 +10,8 @@ Result schema (``schema_version`` 1), keys in order:
     model_args        exact generation arguments: tau, block_size, cache, cache_block_size, metric, method,
                       mask_token_id, pretrained, batch_size, device, dtype, max_length, eos_token_ids, pad_token_id
     eval_args         limit, batch_size, max_gen_toks, apply_chat_template, fewshot_as_multiturn, num_fewshot,
-                      data_dir, bootstrap_iters
+                      data_dir, bootstrap_iters; until (the stop sequences that replaced the tasks' own) and
+                      kernels ("reproducible") where given
     primary_metric    key into metrics (the benchmark's headline number)
     metrics           {name: {value, stderr}}; name is the harness metric ("exact_match"), with ",<filter>"
                       appended when the harness used a filter other than "none"; stderr null where the harness
@@ -24,6 +25,7 @@ Result schema (``schema_version`` 1), keys in order:
     n_shot, versions, task_configs     from the harness results ("n-shot", "versions", "configs")
     lm_eval_version, git_commit
     mlflow            {run_id, experiment, tracking_uri}
+    machine           the CPU, the kernels in effect and their mode, threads, library versions (mars.repro)
     samples           one per (document, filter): task, doc_id, id, prompt (the exact chat-templated context),
                       generation (the model's text, post-truncated at the stop strings), filtered (after the
                       harness filters), target (the scoring target), reference (the record's gold response,

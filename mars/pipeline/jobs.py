@@ -67,6 +67,8 @@ def eval_job(config: dict, model: str, method: str, tau: float, metric: str, kin
         "dtype": ev["dtype"],
         **mirror,
         "experiment": config["name"],
+        # a reproducible run decodes with the kernels it trains with (native, the default, stays out of the param)
+        **({"kernels": "reproducible"} if config["training"].get("kernels") == "reproducible" else {}),
     }
 
 
