@@ -202,6 +202,12 @@ def test_registered_and_model_args(trained_tiny):
     for bad in ("tau=0", "tau=1.2", "method=beam", "cache=lru", "metric=logit", "block_size=0"):
         with pytest.raises(ValueError):
             cls.create_from_arg_string(f"pretrained={trained_tiny['mars']},{bad}", {"device": "cpu"})
+    # a window of 1 below tau 1 has no mask to fill: one token per forward whatever tau, so it is refused (at tau 1
+    # no mask is appended whatever the window: plain greedy AR, allowed)
+    with pytest.raises(ValueError, match="block_size 1 leaves method mars no mask to fill"):
+        cls.create_from_arg_string(f"pretrained={trained_tiny['mars']},block_size=1,tau=0.9", {"device": "cpu"})
+    lm = cls.create_from_arg_string(f"pretrained={trained_tiny['mars']},block_size=1,tau=1.0", {"device": "cpu"})
+    assert lm.model_args()["block_size"] == 1
 
 
 def test_missing_mask_token(trained_tiny, tmp_path):

@@ -78,7 +78,7 @@ class MARSLM(HFLM):
         dtype: str | torch.dtype | None = "auto",
         **kwargs,
     ) -> None:
-        from mars.decoding.generation import default_window, resolve_device, resolve_dtype
+        from mars.decoding.generation import check_window, default_window, resolve_device, resolve_dtype
         from mars.pipeline.config import schema_defaults
 
         defaults = schema_defaults("eval")  # the config schema's decoding defaults, the one place they live
@@ -94,6 +94,7 @@ class MARSLM(HFLM):
             metric=defaults["metric"] if metric is None else metric,
             method=method,
         )
+        check_window(**{k: self.decoding_args[k] for k in ("method", "block_size", "tau")})  # (before any load)
         device = str(resolve_device(device))
         super().__init__(pretrained=pretrained, device=device, dtype=resolve_dtype(dtype, device), **kwargs)
         if mask_token_id is None:
