@@ -10,6 +10,9 @@ record names, or to the closing code fence with `mars eval --until '```'`) is on
                 function is left without a body
     empty       nothing before the fence or EOS
 
+and, counted apart, the top-level answers that define the problem's function again (a top-level `def` of the last
+function the prompt names): the one way a top-level answer can pass, since the docstring alone is a valid body.
+
     python scripts/humaneval_answers.py RECORD.json [RECORD.json ...]
 
 prints one line per record: the model, the stop sequences, pass@1 (passed / problems), and the three shapes with
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -34,17 +38,25 @@ def answer_shape(generation: str) -> tuple[str, str]:
     return "empty", ""
 
 
+def redefines(generation: str, prompt: str) -> bool:
+    """Whether an answer defines the prompt's last-named function again at top level (before the fence)."""
+    names = re.findall(r"^def (\w+)\(", prompt, flags=re.M)
+    text = generation.split("```", 1)[0]
+    return bool(names) and re.search(rf"^def {names[-1]}\(", text, flags=re.M) is not None
+
+
 def summarize(record: dict) -> dict:
     """Counts of one record's answer shapes, its passes and the top-level answers' most common first words."""
     samples = record["samples"]
     shapes = collections.Counter()
     starts = collections.Counter()
-    passed = 0
+    passed = redefined = 0
     for sample in samples:
         shape, first = answer_shape(sample["generation"])
         shapes[shape] += 1
         if shape == "top-level":
             starts[first.split("(")[0].split(" ")[0][:24]] += 1
+            redefined += redefines(sample["generation"], sample.get("prompt", ""))
         passed += sum(v for k, v in sample["metrics"].items() if k.startswith("pass@1")) > 0
     until = record["eval_args"].get("until", "the task's own")
     return {
@@ -54,6 +66,7 @@ def summarize(record: dict) -> dict:
         "problems": len(samples),
         "passed": passed,
         "shapes": dict(shapes),
+        "top_level_redefining_the_function": redefined,
         "top_level_starts": starts.most_common(4),
     }
 

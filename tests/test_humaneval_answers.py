@@ -26,6 +26,15 @@ def test_answer_shape(generation, shape, first):
     assert humaneval_answers.answer_shape(generation) == (shape, first)
 
 
+def test_a_top_level_answer_that_defines_the_function_again_is_counted_apart():
+    prompt = "```python\nfrom typing import List\n\n\ndef helper(x):\n    pass\n\n\n"
+    prompt += 'def add(a, b):\n    """Sum."""\n'
+    assert humaneval_answers.redefines("\n# Your solution\ndef add(a, b):\n    return a + b\n", prompt)
+    assert not humaneval_answers.redefines("\ndef helper(x):\n    return x\n", prompt)  # not the function asked for
+    assert not humaneval_answers.redefines("\n    def add(a, b):\n        return a + b\n", prompt)  # nested
+    assert not humaneval_answers.redefines("```\ndef add(a, b):\n    return 1\n", prompt)  # after the fence
+
+
 def test_summary_counts_passes_and_shapes():
     record = {
         "model": {"name": "m"},
@@ -40,3 +49,4 @@ def test_summary_counts_passes_and_shapes():
     summary = humaneval_answers.summarize(record)
     assert summary["passed"] == 1 and summary["problems"] == 3 and summary["until"] == ["```"]
     assert summary["shapes"] == {"body": 2, "top-level": 1} and summary["top_level_starts"] == [("#", 1)]
+    assert summary["top_level_redefining_the_function"] == 0
