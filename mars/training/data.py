@@ -59,7 +59,9 @@ def load_records(data_dir: str | Path, split: str) -> list[dict]:
     return read_jsonl(path)
 
 
-def _chat_ids(tokenizer, messages: list[dict], generation_prompt: bool = False) -> list[int]:
+def chat_ids(tokenizer, messages: list[dict], generation_prompt: bool = False) -> list[int]:
+    """The token ids of `messages` rendered with the tokenizer's chat template (with the assistant's generation
+    prompt appended when `generation_prompt`)."""
     return list(
         tokenizer.apply_chat_template(
             messages, add_generation_prompt=generation_prompt, tokenize=True, return_dict=True
@@ -90,7 +92,7 @@ def tokenize_conversation(
     same way whatever follows them (ChatML, Qwen2.5), without ``{% generation %}`` markers. ``every_token``: the
     plain LM of the tiny base, where every token carries loss.
     """
-    ids = _chat_ids(tokenizer, messages)
+    ids = chat_ids(tokenizer, messages)
     if every_token:
         return ids, list(ids)
     labels = [IGNORE] * len(ids)
@@ -100,8 +102,8 @@ def tokenize_conversation(
     for turn in range(max(first, 1), len(messages)):
         if messages[turn]["role"] != "assistant":
             continue
-        start = _common_prefix(_chat_ids(tokenizer, messages[:turn], generation_prompt=True), ids)
-        end = len(ids) if turn == len(messages) - 1 else _common_prefix(_chat_ids(tokenizer, messages[: turn + 1]), ids)
+        start = _common_prefix(chat_ids(tokenizer, messages[:turn], generation_prompt=True), ids)
+        end = len(ids) if turn == len(messages) - 1 else _common_prefix(chat_ids(tokenizer, messages[: turn + 1]), ids)
         labels[start:end] = ids[start:end]
     return ids, labels
 

@@ -23,7 +23,7 @@ import torch
 
 from mars.fileio import file_stats, write_json_atomic
 from mars.pipeline.config import ConfigError
-from mars.training.data import _chat_ids, load_records, prompt_messages, write_jsonl
+from mars.training.data import chat_ids, load_records, prompt_messages, write_jsonl
 
 CHUNK = 256  # records per resumable piece of work
 
@@ -31,7 +31,7 @@ CHUNK = 256  # records per resumable piece of work
 def prompt_ids(tokenizer, record: dict) -> list[int]:
     """The record's conversation before its answer, rendered with the chat template and the generation prompt:
     what the model sees before the answer it is trained on."""
-    return _chat_ids(tokenizer, prompt_messages(record), generation_prompt=True)
+    return chat_ids(tokenizer, prompt_messages(record), generation_prompt=True)
 
 
 def distill(
