@@ -45,8 +45,11 @@ def main(curve_csv: str, stem: str) -> list[Path]:
         accuracy.scatter([], [], marker="s", color="C3", label="AR continuation")
     accuracy.set_ylabel("average accuracy, six families (%)")
 
+    budgets = sorted(table.example_passes.dropna().unique())
     for ax in (speed, accuracy):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(budgets, [f"{b:,.0f}" for b in budgets])  # the budgets themselves, not powers of 2
+        ax.minorticks_off()
         ax.set_xlabel("example passes of MARS training")
         ax.legend(fontsize=7)
     return save(fig, Path(stem))
