@@ -25,10 +25,11 @@ TRAINING_FILES = ("metrics.json", "run_config.json")
 
 
 def slim_record(record: dict) -> dict:
-    """An evaluation record with each sample cut to :data:`SAMPLE_FIELDS` (everything else kept as it is)."""
+    """An evaluation record with each sample cut to those of :data:`SAMPLE_FIELDS` it has (none added: a missing
+    ``filter`` reads as "none", a None one would not); everything else kept as it is."""
     if record.get("kind") != "mars_eval" or "samples" not in record:
         raise ValueError("not a mars eval record")
-    return {**record, "samples": [{k: s.get(k) for k in SAMPLE_FIELDS} for s in record["samples"]]}
+    return {**record, "samples": [{k: s[k] for k in SAMPLE_FIELDS if k in s} for s in record["samples"]]}
 
 
 def keep(results: Path, model: str, dest: Path) -> list[Path]:
