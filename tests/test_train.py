@@ -331,10 +331,13 @@ def test_save_model_leaves_the_model_and_a_card_naming_its_start_and_decoding(sm
     assert (tmp_path / "elsewhere" / "README.md").read_text() == card.replace("# mars-out", "# elsewhere")
 
 
-def test_a_chain_of_stopped_entries_trains_the_uninterrupted_runs_weights(small_init, tmp_path):
+@pytest.mark.parametrize("method", ["mars", "ar"])
+def test_a_chain_of_stopped_entries_trains_the_uninterrupted_runs_weights(small_init, tmp_path, method):
     """A learning curve's chain (configs/smollm2-curve.yaml): stop_at_step keeps the Trainer checkpoint in the model
-    folder; resume_from goes on from it, to the bit the weights of one uninterrupted run (16 steps: stops at 5, 11)."""
-    s = spec(epochs=2, save_steps=3)
+    folder; resume_from goes on from it, to the bit the weights of one uninterrupted run (16 steps: stops at 5, 11),
+    and its records are that run's: logged every 4 steps, the logs at steps 8 and 12 average steps from both sides
+    of a stop."""
+    s = spec(epochs=2, save_steps=3, logging_steps=4, method=method)
     kwargs = dict(init=str(small_init / "init"), data_dir=str(small_init / "data"), experiment="test")
     straight = train(s, output=str(tmp_path / "straight"), **kwargs)
     first = train(dataclasses.replace(s, stop_at_step=5), output=str(tmp_path / "p5"), **kwargs)
@@ -348,7 +351,17 @@ def test_a_chain_of_stopped_entries_trains_the_uninterrupted_runs_weights(small_
     a, b = weights(tmp_path / "straight"), weights(tmp_path / "end")
     for key in a:
         assert torch.equal(a[key], b[key]), key
-    assert end["train_loss"] == pytest.approx(straight["train_loss"], rel=1e-6)  # over all 16 steps of the chain
+    assert end["train_loss"] == pytest.approx(straight["train_loss"], rel=1e-12)  # over all 16 steps of the chain
+    assert end["first_loss"] == straight["first_loss"] and end["final_loss_mask"] == straight["final_loss_mask"]
+
+    def logs(folder):  # every log but the times and each invocation's closing summary (steps, loss of its own)
+        history = json.loads((tmp_path / folder / "run_config.json").read_text())["log_history"]
+        timing = ("runtime", "per_second")
+        return [{k: v for k, v in h.items() if not k.endswith(timing)} for h in history if "train_loss" not in h]
+
+    straight_logs = logs("straight")
+    assert [h["step"] for h in straight_logs if "loss" in h] == [4, 8, 12, 16]
+    assert logs("end") == straight_logs  # loss, loss parts, entropy, accuracy and token counts alike
     # a chain's entries differ in stop_at_step and resume_from only: another setting is one line, before any work
     with pytest.raises(ConfigError, match=r"trained with other settings \(changed: learning_rate\)"):
         train(dataclasses.replace(middle, learning_rate=1e-3), output=str(tmp_path / "lr"), **kwargs)

@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -50,7 +51,13 @@ class RunTotals(TrainerCallback, ExportableState):
     which adds ``wall_time_s_before_resume`` to the last invocation's Snakemake time). Every checkpoint keeps them in
     its ``trainer_state.json`` (the Trainer saves an ExportableState callback's :meth:`state` there, in the same
     write as the step it belongs to); a resume reads them back from the checkpoint it starts from. An invocation's
-    time counts up to its last checkpoint: the work after it is redone, and counted, by the next one."""
+    time counts up to its last checkpoint: the work after it is redone, and counted, by the next one.
+
+    The logging window travels too: what the Trainer, TRL and the MARS trainer have summed since the last log (the
+    loss, the entropy and accuracy lists, the MARS part sums, the token count) and the step of that log. Restored at
+    the resume, the first log after it averages the same steps as an uninterrupted run's, so the whole log history
+    (``run_config.json``, MLflow) is the uninterrupted run's, but for the times and the Trainer's closing summary
+    of each invocation."""
 
     def __init__(self, started: float = 0.0, checkpoint: str | None = None):
         self.started = started  # this invocation's start (time.time())
@@ -59,21 +66,47 @@ class RunTotals(TrainerCallback, ExportableState):
         self.before = {"loss_sum": 0.0, "train_runtime_s": 0.0, "wall_time_s": 0.0}
         state = json.loads((Path(checkpoint) / "trainer_state.json").read_text()) if checkpoint else {}
         saved = (state.get("stateful_callbacks") or {}).get(type(self).__name__) or {}
-        self.before.update({k: float(v) for k, v in (saved.get("attributes") or {}).items() if k in self.before})
+        attributes = saved.get("attributes") or {}
+        self.before.update({k: float(v) for k, v in attributes.items() if k in self.before})
+        # the logging window at the checkpoint (None: none, or a checkpoint from before it was kept, whose
+        # loss_sum holds the window's loss)
+        self.window = attributes.get("window")
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.train_started = time.time()
         state.stateful_callbacks.setdefault(type(self).__name__, {})  # (a checkpoint from before this record)
+        trainer, window = self.trainer, self.window
+        if window is None or trainer is None:
+            return
+        # (the Trainer set its own window to empty at this step just before this call)
+        trainer._tr_loss = torch.tensor(window["loss"], dtype=trainer._tr_loss.dtype, device=trainer._tr_loss.device)
+        trainer._globalstep_last_logged = int(window["last_logged_step"])
+        if hasattr(trainer, "_total_train_tokens"):  # TRL's: its logged num_tokens count the whole run
+            trainer._total_train_tokens = window["train_tokens"]
+            trainer._metrics["train"] = defaultdict(list, {k: list(v) for k, v in window["metrics"].items()})
+        if window.get("part_sums") is not None:  # the MARS trainer's loss parts
+            trainer._part_sums["train"] = torch.tensor(window["part_sums"], dtype=torch.float64)
 
     def state(self) -> dict:
-        """The totals up to now: the loss the Trainer summed (logged steps) and holds (steps since the last log)."""
+        """The totals up to now (the loss the Trainer summed over the logged steps) and the logging window."""
         now, trainer = time.time(), self.trainer
-        running = getattr(trainer, "_total_loss_scalar", 0.0) + float(getattr(trainer, "_tr_loss", 0.0))
         totals = {
-            "loss_sum": self.before["loss_sum"] + (running if self.train_started else 0.0),
+            "loss_sum": self.before["loss_sum"]
+            + (getattr(trainer, "_total_loss_scalar", 0.0) if self.train_started else 0.0),
             "train_runtime_s": self.before["train_runtime_s"] + (now - (self.train_started or now)),
             "wall_time_s": self.before["wall_time_s"] + (now - self.started),
         }
+        if self.train_started:
+            part_sums = getattr(trainer, "_part_sums", {}).get("train")
+            totals["window"] = {
+                "loss": float(trainer._tr_loss),
+                "last_logged_step": trainer._globalstep_last_logged,
+                "train_tokens": getattr(trainer, "_total_train_tokens", 0),
+                "metrics": {k: list(v) for k, v in getattr(trainer, "_metrics", {}).get("train", {}).items()},
+                "part_sums": part_sums.tolist() if part_sums is not None else None,
+            }
+        elif self.window is not None:  # (a save before the loop started: the window read at the resume)
+            totals["window"] = self.window
         return {"args": {}, "attributes": totals}
 
 
