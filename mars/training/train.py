@@ -57,7 +57,8 @@ class RunTotals(TrainerCallback, ExportableState):
     loss, the entropy and accuracy lists, the MARS part sums, the token count) and the step of that log. Restored at
     the resume, the first log after it averages the same steps as an uninterrupted run's, so the whole log history
     (``run_config.json``, MLflow) is the uninterrupted run's, but for the times and the Trainer's closing summary
-    of each invocation."""
+    of each invocation. In one process only: with several, each holds its own window and the checkpoint only the
+    main one's."""
 
     def __init__(self, started: float = 0.0, checkpoint: str | None = None):
         self.started = started  # this invocation's start (time.time())
@@ -77,6 +78,11 @@ class RunTotals(TrainerCallback, ExportableState):
         state.stateful_callbacks.setdefault(type(self).__name__, {})  # (a checkpoint from before this record)
         trainer, window = self.trainer, self.window
         if window is None or trainer is None:
+            return
+        if trainer.accelerator.num_processes > 1:
+            # each process sums its own window and only the main one's is saved: counted in the run's loss sum as
+            # before the window was kept, and not restored (the first log after the resume averages fewer steps)
+            self.before["loss_sum"] += window["loss"]
             return
         # (the Trainer set its own window to empty at this step just before this call)
         trainer._tr_loss = torch.tensor(window["loss"], dtype=trainer._tr_loss.dtype, device=trainer._tr_loss.device)
