@@ -53,3 +53,13 @@ def test_a_table_from_kept_points_equals_the_live_one_and_a_missing_record_is_re
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: no kept record") and "mars_x4" in err[0]
     assert not again.exists()
+
+
+def test_the_first_machines_published_curve_table_regenerates_from_its_kept_records(tmp_path):
+    """docs/smollm2_curve_points/curve.csv is what the command in its points.yaml writes from the records beside it."""
+    kept = ROOT / "docs" / "smollm2_curve_points"
+    out = tmp_path / "curve.csv"
+    argv = ["--configfile", *CONFIGS, str(kept / "points.yaml"), "--kept", str(kept), "--name", "curve"]
+    assert kept_table.main([*argv, "--output", str(out)]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(out), pd.read_csv(kept / "curve.csv"))
+    assert list(pd.read_csv(out).model) == ["ar_sft", "mars_x1", "mars_x2", "mars_self_x2"]
