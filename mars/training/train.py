@@ -111,8 +111,6 @@ class RunTotals(TrainerCallback, ExportableState):
                 "metrics": {k: list(v) for k, v in getattr(trainer, "_metrics", {}).get("train", {}).items()},
                 "part_sums": part_sums.tolist() if part_sums is not None else None,
             }
-        elif self.window is not None:  # (a save before the loop started: the window read at the resume)
-            totals["window"] = self.window
         return {"args": {}, "attributes": totals}
 
 
