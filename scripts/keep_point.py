@@ -4,7 +4,9 @@ paired standard errors), so that a lost ``results/`` folder loses only the runs 
 
     python scripts/keep_point.py --results results/smollm2-curve --model mars_x1 --dest docs/smollm2_curve_points
 
-writes ``<dest>/<model>/`` with ``metrics.json`` and ``run_config.json`` (from ``models/<model>/``) and every
+writes ``<dest>/<model>/`` with ``metrics.json`` and ``run_config.json`` (from ``models/<model>/``), ``weights.json``
+(the sha256 of each of its ``*.safetensors`` files: a later machine's retraining is compared on the weights
+themselves, not only on the logs, while the weights stay out of git) and every
 ``eval/<model>/<setting>/<task>.json`` and ``sweep/<model>/<setting>/<task>.json``, each sample without its prompt,
 generation, tokens and chunks. Only a finished model is kept: its folder must hold ``metrics.json`` and every
 record must be a finished ``mars eval`` record; anything else is one error line and nothing is written.
@@ -13,6 +15,7 @@ record must be a finished ``mars eval`` record; anything else is one error line 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import sys
@@ -22,6 +25,18 @@ from pathlib import Path
 # what a kept sample holds: enough to recompute a family's score, its paired differences and tokens per forward
 SAMPLE_FIELDS = ("task", "doc_id", "filter", "metrics", "generated_tokens", "forwards", "tokens_per_forward")
 TRAINING_FILES = ("metrics.json", "run_config.json")
+
+
+def weights_digest(model_dir: Path) -> dict[str, str]:
+    """The sha256 of each ``*.safetensors`` file in ``model_dir``, by file name."""
+    digests = {}
+    for path in sorted(model_dir.glob("*.safetensors")):
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+        digests[path.name] = digest.hexdigest()
+    return digests
 
 
 def slim_record(record: dict) -> dict:
@@ -46,6 +61,8 @@ def keep(results: Path, model: str, dest: Path) -> list[Path]:
             if (trained / name).is_file():
                 staged.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(trained / name, staged / name)
+        if digests := weights_digest(trained):
+            (staged / "weights.json").write_text(json.dumps({"sha256": digests}, indent=1) + "\n")
         for path in records:
             try:
                 slim = slim_record(json.loads(path.read_text()))

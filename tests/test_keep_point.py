@@ -1,5 +1,6 @@
 """scripts/keep_point.py: a finished model's records kept in git, samples slimmed; an unfinished one refused."""
 
+import hashlib
 import importlib.util
 import json
 from pathlib import Path
@@ -36,9 +37,13 @@ def test_a_finished_models_records_are_kept_slim(tmp_path):
     assert names == {
         "metrics.json",
         "run_config.json",
+        "weights.json",
         "eval/mars-tau1-probability/gsm8k.json",
         "sweep/mars_lossless-tau0.95-probability/gsm8k.json",
     }
+    # the weights stay out; their digest, computed here independently, is kept
+    digest = json.loads((tmp_path / "docs/points/m/weights.json").read_text())
+    assert digest == {"sha256": {"model.safetensors": hashlib.sha256(b"weights stay out").hexdigest()}}
     kept = json.loads((tmp_path / "docs/points/m/eval/mars-tau1-probability/gsm8k.json").read_text())
     assert kept["metrics"] == {"exact_match": {"value": 1.0}}
     assert kept["samples"] == [
