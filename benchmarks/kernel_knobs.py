@@ -18,6 +18,12 @@ variables win; it is compared with ``repro/reference`` (its MARS runs start from
 
     python benchmarks/kernel_knobs.py --world /tmp/world --steps 30 --output /tmp/knobs.json
 
+Each row also carries the sha256 of its trained weights, and the output the sha256 of the world's initial model
+and data: two machines that run the same cases compare their bits through these files
+(``--cases reference repro/reference`` is the short run; docs/kernel_fingerprints/ keeps one file per machine, and
+``--compare docs/kernel_fingerprints/*.json`` prints, for each case both ran from the same world, whether the bits
+are the same).
+
 ``--world`` is built first if it does not exist: config.yaml's world (the default's model, tokenizer size and
 generators) with 40 problems per family in the SFT and pre-training sets (``SMALL_WORLD``), as measured for the
 README; any tiny world folder can be given instead.
@@ -26,6 +32,7 @@ README; any tiny world folder can be given instead.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -138,12 +145,40 @@ def max_difference(a: Path, b: Path) -> float:
     return max((x[k].double() - y[k].double()).abs().max().item() for k in x)
 
 
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def world_digest(world: Path) -> dict[str, str]:
+    """The sha256 of the world's initial weights and data files: the start two machines' fingerprints share."""
+    files = sorted((world / "init").glob("*.safetensors")) + sorted((world / "data").glob("*.jsonl"))
+    return {p.relative_to(world).as_posix(): sha256(p) for p in files}
+
+
+def compare(record: dict, others: list[Path]) -> list[str]:
+    """One line per other machine's fingerprint file and case: same bits or not (the worlds must match)."""
+    lines = []
+    for path in others:
+        other = json.loads(path.read_text())
+        who = f"{path.name} ({other['machine'].get('cpu_id')}, {other['machine'].get('cpu_isas')})"
+        if other["world"] != record["world"] or other["steps"] != record["steps"]:
+            lines.append(f"{who}: another world or step count, not comparable")
+            continue
+        theirs = {(r["case"], r["method"]): r["sha256"] for r in other["rows"]}
+        for r in record["rows"]:
+            if (r["case"], r["method"]) in theirs:
+                same = "same bits" if theirs[(r["case"], r["method"])] == r["sha256"] else "DIFFERENT bits"
+                lines.append(f"{who}: {r['case']} {r['method']}: {same}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world", type=Path, help="a tiny world folder (init/, data/)")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--cases", nargs="*", default=list(CASES), help="cases; repro/<case> in the mode")
     parser.add_argument("--output", type=Path, help="JSON of every case's differences")
+    parser.add_argument("--compare", type=Path, nargs="*", default=[], help="other machines' --output files")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--method", help=argparse.SUPPRESS)
     parser.add_argument("--init", help=argparse.SUPPRESS)
@@ -177,16 +212,22 @@ def main() -> None:
                 ref = out if name == ref_name else outputs[(against, method)]
                 references.setdefault((mode, method), out)
                 row = {"case": name, "method": method, "against": against, "max_abs_diff": max_difference(ref, out)}
+                row["sha256"] = sha256(out / "model.safetensors")
                 row.update(facts)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+    from mars.repro import machine_facts
+
+    record = {"machine": machine_facts(), "steps": args.steps, "world": world_digest(args.world), "rows": rows}
     if args.output:
-        args.output.write_text(json.dumps(rows, indent=2) + "\n")
+        args.output.write_text(json.dumps(record, indent=2) + "\n")
     print("\n| case | method | capability | threads | compared with | max abs weight difference |")
     print("|---|---|---|---|---|---|")
     for r in rows:
         cells = (r["case"], r["method"], r["capability"], r["threads"], r["against"], f"{r['max_abs_diff']:.3g}")
         print("| " + " | ".join(map(str, cells)) + " |")
+    for line in compare(record, [p for p in args.compare if p.resolve() != (args.output or Path()).resolve()]):
+        print(line)
 
 
 if __name__ == "__main__":
