@@ -146,7 +146,8 @@ def max_difference(a: Path, b: Path) -> float:
 
 
 def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def world_digest(world: Path) -> dict[str, str]:

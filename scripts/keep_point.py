@@ -31,11 +31,8 @@ def weights_digest(model_dir: Path) -> dict[str, str]:
     """The sha256 of each ``*.safetensors`` file in ``model_dir``, by file name."""
     digests = {}
     for path in sorted(model_dir.glob("*.safetensors")):
-        digest = hashlib.sha256()
         with path.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-        digests[path.name] = digest.hexdigest()
+            digests[path.name] = hashlib.file_digest(f, "sha256").hexdigest()
     return digests
 
 
