@@ -77,6 +77,14 @@ TRAINED_WORLD = {
 
 
 @pytest.fixture(scope="session")
+def harness_task_manager():
+    """The installed lm-eval's own task manager, read only (indexing every task YAML takes ~10 s: built once)."""
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager()
+
+
+@pytest.fixture(scope="session")
 def trained_tiny(tmp_path_factory) -> dict:
     """A small tiny world and two briefly trained checkpoints of it (~30 s on 2 cores, once per session).
 

@@ -615,14 +615,12 @@ def test_output_naming():
 # the paper profile
 
 
-def test_paper_profile_names_known_to_the_harness():
-    from lm_eval.tasks import TaskManager
-
+def test_paper_profile_names_known_to_the_harness(harness_task_manager):
     from mars.evaluation.tasks import PAPER_FEWSHOT, paper_task_spec
     from mars.evaluation.tasks.hooks import sandboxed_pass_at_1
 
     assert set(PAPER_TASKS) == {"ifeval", "bbh", "mmlu_pro", "gpqa", "gsm8k", "humaneval"}
-    tm = TaskManager()
+    tm = harness_task_manager
     for family, name in PAPER_TASKS.items():
         assert name in tm.all_tasks, name
     assert PAPER_TASKS["bbh"] in tm.all_groups and PAPER_TASKS["mmlu_pro"] in tm.all_groups
@@ -642,15 +640,13 @@ def test_paper_profile_names_known_to_the_harness():
     assert resolve_tasks(["gsm8k"], "paper") == [("gsm8k_cot_zeroshot", "gsm8k")]
 
 
-def test_the_paper_task_folders_hold_the_harness_own_definitions_of_every_paper_task():
+def test_the_paper_task_folders_hold_the_harness_own_definitions_of_every_paper_task(harness_task_manager):
     """paper_task_manager indexes only PAPER_TASK_DIRS: every paper task and each of its subtasks must resolve to
     the same YAML file (and kind) as in the harness's full index, and each group to the same subtasks."""
-    from lm_eval.tasks import TaskManager
-
     from mars.evaluation.tasks import paper_task_manager
     from mars.evaluation.tasks.mirror import harness_leaves
 
-    full, narrow = TaskManager(), paper_task_manager()
+    full, narrow = harness_task_manager, paper_task_manager()
     for name in PAPER_TASKS.values():
         leaves = harness_leaves(full, name)
         assert harness_leaves(narrow, name) == leaves

@@ -46,11 +46,11 @@ def mirror(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def harness(mirror, offline, tmp_path_factory):
+def harness(mirror, offline, harness_task_manager, tmp_path_factory):
     """(the harness's own task manager, one whose index has the mirror YAMLs, their overrides)."""
     from lm_eval.tasks import TaskManager
 
-    default = TaskManager()
+    default = harness_task_manager
     include = tmp_path_factory.mktemp("mirror_tasks")
     overrides = M.write_redirected_tasks(default, [*PAPER_TASKS.values(), "gsm8k_cot"], mirror, include)
     M.quiet_override_notices()
@@ -154,14 +154,12 @@ def test_every_paper_task_loads_from_the_mirror_with_the_harness_prompt(harness,
     assert context.endswith(apply_template(cfg["gen_prefix"], local[0]))
 
 
-def test_a_partial_mirror_is_refused_naming_the_missing_file(mirror, tmp_path):
-    from lm_eval.tasks import TaskManager
-
+def test_a_partial_mirror_is_refused_naming_the_missing_file(mirror, harness_task_manager, tmp_path):
     partial = tmp_path / "partial"
     shutil.copytree(mirror, partial)
     (partial / "SaylorTwift/bbh/navigate/test.jsonl").unlink()
     (partial / "TIGER-Lab/MMLU-Pro/default/validation.jsonl").unlink()  # the few-shot split lm-eval opens
-    tm = TaskManager()
+    tm = harness_task_manager
     with pytest.raises(ConfigError, match=r"lacks 1 file\(s\): bbh_cot_fewshot_navigate: .*navigate/test.jsonl"):
         M.redirect(tm, ["bbh_cot_fewshot"], partial)
     with pytest.raises(ConfigError, match=r"lacks 14 file\(s\): mmlu_pro_biology: .*validation.jsonl"):

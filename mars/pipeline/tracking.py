@@ -16,8 +16,6 @@ import subprocess
 import time
 from pathlib import Path
 
-from transformers import TrainerCallback
-
 _RETRIES = 8
 
 
@@ -184,11 +182,3 @@ def log_measurement(
             log_metrics(metrics)
         for path in files:
             mlflow.log_artifact(str(path))
-
-
-class MLflowLossCallback(TrainerCallback):
-    """Logs every Trainer log line (loss, loss_mask, loss_ar, learning rate...) to the active MLflow run."""
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs and state.is_world_process_zero:
-            log_metrics(logs, step=state.global_step)

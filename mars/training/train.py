@@ -28,10 +28,18 @@ from trl import SFTConfig
 
 from mars.fileio import file_stats, write_json_atomic
 from mars.pipeline.config import ConfigError, TrainSpec, check_spec, resolve_grad_accum
-from mars.pipeline.tracking import MLflowLossCallback, config_hash, log_metrics, mlflow_run
+from mars.pipeline.tracking import config_hash, log_metrics, mlflow_run
 from mars.repro import apply_kernel_mode, kernel_mode_callback, machine_facts
 from mars.training.data import build_dataset, eval_datasets, load_records
 from mars.training.trainer import ARTrainer, MARSConfig, MARSTrainer
+
+
+class MLflowLossCallback(TrainerCallback):
+    """Logs every Trainer log line (loss, loss_mask, loss_ar, learning rate...) to the active MLflow run."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and state.is_world_process_zero:
+            log_metrics(logs, step=state.global_step)
 
 
 class AbortAfterStep(TrainerCallback):
