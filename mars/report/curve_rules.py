@@ -2,7 +2,7 @@
 to its table (``curve.csv``) so that no rule is applied by eye:
 
 - the stopping rule: 8x is not trained only if tokens per forward at the curve's tau and the lossless mode's tokens
-  per forward on the GSM8K family both rose by less than 0.03 from 2x to 4x;
+  per forward on the GSM8K family both rose by less than 0.03 from 2x to 4x (on the table's two decimals);
 - the Table 5 model: among the MARS models (the curve's points and the self-distilled arms), the one with the most
   tokens per forward at the curve's tau whose average there is within 1.5 points of its own tau-1.0 average; if none
   is, the one with the most lossless tokens per forward on the GSM8K family, outside the rule;
@@ -41,9 +41,13 @@ def stops_after_4x(table: pd.DataFrame) -> bool:
     less than FLAT from the 2x point to the 4x point."""
     points = curve_points(table).set_index("budget")
     if not {2.0, 4.0} <= set(points.index):
-        raise ConfigError("the stopping rule needs the 2x and 4x points")
-    rise = points.loc[4.0, ["tpf_fast", "lossless_tpf_gsm8k"]] - points.loc[2.0, ["tpf_fast", "lossless_tpf_gsm8k"]]
-    return bool((rise < FLAT).all())
+        raise ConfigError("the stopping rule needs the points at 2x and 4x the first point's example passes")
+    columns = ["tpf_fast", "lossless_tpf_gsm8k"]
+    rise = points.loc[4.0, columns] - points.loc[2.0, columns]
+    if rise.isna().any():
+        raise ConfigError("the stopping rule needs both tokens per forward at 2x and at 4x")
+    # on the table's values (two decimals): 2.03 - 2.00 is 0.0299999..., which is not "less than 0.03"
+    return bool((rise.astype(float).round(6) < FLAT).all())
 
 
 def table5_model(table: pd.DataFrame) -> tuple[str, bool]:
@@ -51,9 +55,11 @@ def table5_model(table: pd.DataFrame) -> tuple[str, bool]:
     candidates = table[table.role.isin(["mars", "self_distilled"])]
     if candidates.empty:
         raise ConfigError("the curve table has no MARS model")
-    within = candidates[candidates.change_fast_vs_tau1.abs() <= WITHIN]
-    if len(within):
+    within = candidates[candidates.change_fast_vs_tau1.abs().round(6) <= WITHIN]
+    if within.tpf_fast.notna().any():
         return str(within.loc[within.tpf_fast.idxmax(), "model"]), True
+    if candidates.lossless_tpf_gsm8k.isna().all():
+        raise ConfigError("no MARS model of the curve table has lossless tokens per forward")
     return str(candidates.loc[candidates.lossless_tpf_gsm8k.idxmax(), "model"]), False
 
 
@@ -82,16 +88,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         try:
             table = pd.read_csv(args.curve_csv)
-        except (OSError, pd.errors.ParserError) as exc:
+        except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
             raise ConfigError(f"cannot read the curve table {args.curve_csv}: {exc}") from exc
         if missing := sorted(COLUMNS - set(table.columns)):
             raise ConfigError(f"{args.curve_csv} is not a curve table: it lacks {', '.join(missing)}")
+        budgets = sorted(curve_points(table).budget)
+        if budgets != [1.0, 2.0, 4.0, 8.0]:  # the declared curve; fewer points: what the rules say so far
+            print(f"provisional: the table has the points {', '.join(f'{b:g}x' for b in budgets)} of 1x, 2x, 4x, 8x")
+        print(
+            f"tau of the fast decoding: {', '.join(f'{t:g}' for t in table.get('tau', pd.Series()).dropna().unique())}"
+        )
         model, within = table5_model(table)
         print(f"Table 5 model: {model} ({'by the rule' if within else 'outside the rule: none within 1.5 points'})")
-        if {2.0, 4.0} <= set(curve_points(table).budget):
+        if {2.0, 4.0} <= set(budgets):
             print(f"stopping rule: {'8x is not trained (flat from 2x to 4x)' if stops_after_4x(table) else 'go on'}")
         slope, intercept = tpf_line(table)
-        print(f"line: tokens per forward = {intercept:.4f} + {slope:.4f} * log2(example passes)")
+        line = f"{intercept:.4f} + {slope:.4f} * log2(example passes)"
+        print(f"line over {len(budgets)} points: tokens per forward = {line}")
         for target in args.targets:
             passes = passes_for(target, slope, intercept)
             print(f"  {target:g} tokens per forward at about {passes:,.0f} example passes")

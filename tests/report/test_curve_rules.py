@@ -31,6 +31,10 @@ def test_the_stopping_rule_needs_both_rises_under_003():
     assert R.stops_after_4x(table(1.82, 2.02))  # +0.02, +0.02: flat
     assert not R.stops_after_4x(table(1.84, 2.02))  # +0.04 at tau 0.95
     assert not R.stops_after_4x(table(1.82, 2.05))  # +0.05 lossless
+    assert not R.stops_after_4x(table(1.83, 2.02))  # +0.03 is not less than 0.03 (in floats, 0.0300000...)
+    assert not R.stops_after_4x(table(1.82, 2.03))  # (2.03 - 2.00 is 0.0299999... in floats)
+    with pytest.raises(ConfigError, match="both tokens per forward"):
+        R.stops_after_4x(table(1.82, math.nan))  # 4x not yet decoded losslessly: no answer, not "go on"
     with pytest.raises(ConfigError, match="2x and 4x"):
         R.stops_after_4x(table(1.82, 2.02).iloc[:3])
 
@@ -80,6 +84,7 @@ def test_the_command_prints_the_rules_and_refuses_a_table_that_is_not_a_curve(tm
     out = capsys.readouterr().out
     # by hand: 0.4 per doubling from 1.4 at 3,200, so 1.6 at 3,200 * 2**0.5
     assert "Table 5 model: mars_x2 (by the rule)" in out and f"{3200 * 2**0.5:,.0f} example passes" in out
+    assert "provisional: the table has the points 1x, 2x of 1x, 2x, 4x, 8x" in out and "line over 2 points" in out
     bad = tmp_path / "other.csv"
     pd.DataFrame({"model": ["a"], "avg": [1.0]}).to_csv(bad, index=False)
     assert R.main([str(bad)]) == 2
